@@ -1,0 +1,204 @@
+# sbx — a guard and audit layer for AI agents.
+#
+# make            build everything into $(BUILD)/ (bin/, lib/, tests/, bench/)
+# make test       install missing Debian packages, build, run every test
+# make demo       install missing Debian packages, build, run the example agent
+# make bench      run the benchmarks (ratios against bare runs)
+# make sanitize   build into build-san/ with ASan+UBSan and run the tests
+# make deps       install the Debian packages the build and the tests need
+# make install    PREFIX=/usr/local DESTDIR= : binaries, preload, policies, man pages
+#
+# Sources are found by directory, so adding a file needs no Makefile edit:
+#   common/*.c policy/*.c isolate/*.c     -> static libraries (all -fPIC)
+#   auditd/*.c  (sbx-auditd.c is the main) -> libsbx-audit.a + bin/sbx-auditd
+#   preload/*.c                            -> lib/libsbx-preload.so
+#   tools/sbx-*.c (mains), other tools/*.c -> bin/sbx-*, libsbx-tools.a
+#   tests/unit/test_*.c                    -> tests/test_* (cmocka)
+#   tests/progs/*.c                        -> tests/progs/* (helper programs)
+#   tests/progs/static_*.c                 -> linked -static, no sbx libraries
+#   bench/bench_*.c                        -> bench/bench_*
+
+CC      ?= cc
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SAN     ?=
+
+ifeq ($(SAN),1)
+BUILD   := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+# pkg-config runs when a recipe needs it (recursive '='), so that `make test`
+# on a fresh machine can install the packages first and then build.
+PKGS     = yaml-0.1 libpcre2-8 sqlite3 libbsd libmd libseccomp
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS = -std=c17 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) $(SANFLAGS) \
+             -I. -Icommon -Ipolicy -Iauditd -Iisolate -Ipreload -Itools $(PKG_CFLAGS) \
+             -DSBX_PREFIX='"$(PREFIX)"'
+ALL_LDFLAGS = $(LDFLAGS) $(SANFLAGS)
+LIBS    = $(PKG_LIBS) -lpthread -ldl
+
+src_of  = $(wildcard $(1)/*.c)
+obj_of  = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+COMMON_SRC  := $(call src_of,common)
+POLICY_SRC  := $(call src_of,policy)
+ISOLATE_SRC := $(call src_of,isolate)
+AUDIT_SRC   := $(filter-out auditd/sbx-auditd.c,$(call src_of,auditd))
+PRELOAD_SRC := $(call src_of,preload)
+TOOLMAIN_SRC:= $(wildcard tools/sbx-*.c)
+TOOLLIB_SRC := $(filter-out $(TOOLMAIN_SRC),$(call src_of,tools))
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+PROG_SRC    := $(filter-out tests/progs/static_%,$(wildcard tests/progs/*.c))
+SPROG_SRC   := $(wildcard tests/progs/static_*.c)
+BENCH_SRC   := $(wildcard bench/bench_*.c)
+
+GEN_DEFAULT := $(BUILD)/gen/default_policy.c
+
+LIB_COMMON  := $(BUILD)/lib/libsbx-common.a
+LIB_POLICY  := $(BUILD)/lib/libsbx-policy.a
+LIB_ISOLATE := $(BUILD)/lib/libsbx-isolate.a
+LIB_AUDIT   := $(BUILD)/lib/libsbx-audit.a
+LIB_TOOLS   := $(BUILD)/lib/libsbx-tools.a
+PRELOAD_SO  := $(BUILD)/lib/libsbx-preload.so
+
+# Link order: the user first, the used last.
+SBX_LIBS    := $(LIB_TOOLS) $(LIB_ISOLATE) $(LIB_AUDIT) $(LIB_POLICY) $(LIB_COMMON)
+
+TOOLS   := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLMAIN_SRC))
+DAEMON  := $(if $(wildcard auditd/sbx-auditd.c),$(BUILD)/bin/sbx-auditd)
+UNITS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG_SRC))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all deps test check demo bench sanitize install clean components
+.DEFAULT_GOAL := all
+
+all: $(TOOLS) $(DAEMON) $(PRELOAD_SO) $(UNITS) $(PROGS) $(BENCHES)
+
+# Per-component targets, for working on one part at a time.
+common: $(LIB_COMMON)
+policy: $(LIB_POLICY)
+audit: $(LIB_AUDIT) $(DAEMON)
+isolate: $(LIB_ISOLATE)
+preload: $(PRELOAD_SO)
+tools: $(TOOLS)
+units: $(UNITS)
+
+deps:
+	@sh scripts/deps.sh
+
+# Each of test, demo, bench installs what is missing, then builds and runs in
+# a fresh make, so that pkg-config sees the packages deps just installed.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tests/run.sh
+
+check: all
+	@BUILD=$(BUILD) sh tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh examples/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh bench/run.sh
+
+sanitize: deps
+	@$(MAKE) --no-print-directory SAN=1 all
+	@BUILD=build-san SBX_SANITIZED=1 sh tests/run.sh
+
+# ---- objects ---------------------------------------------------------------
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The shipped default policy is compiled in: missing keys of every policy
+# take their values from it, so it must not depend on where sbx is installed.
+$(GEN_DEFAULT): policies/default.yaml scripts/embed.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh sbx_default_policy_yaml $< > $@
+
+$(LIB_COMMON): $(call obj_of,$(COMMON_SRC))
+$(LIB_POLICY): $(call obj_of,$(POLICY_SRC)) $(BUILD)/obj/gen/default_policy.o
+$(LIB_ISOLATE): $(call obj_of,$(ISOLATE_SRC))
+$(LIB_AUDIT): $(call obj_of,$(AUDIT_SRC))
+$(LIB_TOOLS): $(call obj_of,$(TOOLLIB_SRC))
+
+$(BUILD)/lib/%.a:
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+# The preload carries the policy engine and the event emitter inside it and
+# exports only its interposers (everything else is -fvisibility=hidden).  It
+# never links SQLite.  It is built without sanitizers: it is loaded into
+# programs that are not.
+PRELOAD_CFLAGS = $(filter-out $(SANFLAGS),$(ALL_CFLAGS))
+$(BUILD)/preload-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -MMD -MP -c $< -o $@
+
+PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/preload-obj/%.o,$(PRELOAD_SRC) $(POLICY_SRC) $(COMMON_SRC)) \
+              $(BUILD)/preload-obj/gen/default_policy.o
+$(BUILD)/preload-obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -c $< -o $@
+
+$(PRELOAD_SO): $(PRELOAD_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ $(LDFLAGS) \
+	    $(shell pkg-config --libs yaml-0.1 libpcre2-8 libbsd libmd 2>/dev/null) -lpthread -ldl
+
+# ---- programs --------------------------------------------------------------
+
+$(BUILD)/bin/sbx-auditd: $(BUILD)/obj/auditd/sbx-auditd.o $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
+
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
+
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS) $(CMOCKA_LIBS)
+
+$(BUILD)/tests/progs/static_%: tests/progs/static_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
+
+$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
+
+$(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
+
+# ---- install ---------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/sbx \
+	    $(DESTDIR)$(PREFIX)/share/sbx/policies $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(TOOLS) $(DAEMON) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/sbx/
+	install -m 0644 policies/*.yaml $(DESTDIR)$(PREFIX)/share/sbx/policies/
+	install -m 0644 $(wildcard docs/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+
+clean:
+	rm -rf build build-san build-clang
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,204 @@
+/*
+ * policy.h — the policy engine: YAML policy -> compiled, immutable policy ->
+ * decisions.
+ *
+ * policy_load() reads a policy file (schema: ../shared/CONTRACT.md), takes
+ * every missing key from the shipped default policy (compiled in from
+ * policies/default.yaml), expands and compiles every glob and PCRE2 pattern
+ * (JIT), and returns a struct policy that never changes afterwards.  Every
+ * error is reported as "FILE:LINE:COL: what is wrong" in a policy_diag, and
+ * then nothing is returned (no half-loaded policy).
+ *
+ * After loading, every function here is pure and thread-safe.  The path and
+ * network decisions allocate nothing and make no system call; the exec and
+ * command decisions may allocate (PCRE2 match data, long command lines).
+ *
+ * Memory: the caller owns the struct policy and frees it with policy_free().
+ * Rules, verdicts and info point into the policy and live as long as it does.
+ *
+ * Errors: functions returning int return 0, or -1 with errno set.
+ */
+#ifndef SBX_POLICY_H
+#define SBX_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "ops.h"
+
+struct policy;
+
+#define POLICY_DIAG_MAX 32
+#define POLICY_DIAG_LEN 512
+
+/* Errors of one load.  count may exceed POLICY_DIAG_MAX; only the first
+ * POLICY_DIAG_MAX messages are kept. */
+struct policy_diag {
+    unsigned count;
+    char msg[POLICY_DIAG_MAX][POLICY_DIAG_LEN];   /* "FILE:LINE:COL: ..." */
+};
+
+struct policy_options {
+    const char *workspace;      /* overrides the policy's `workspace`; NULL:
+                                 * the policy's (relative to the policy file),
+                                 * else the current directory */
+    const char *display_path;   /* the file name used in messages and rule
+                                 * locations; NULL: the path given */
+    const char *home;           /* for "~/"; NULL: $HOME, else the passwd entry */
+    const char *const *protect; /* NULL-terminated absolute paths (files or
+                                 * directory trees) that every read and write
+                                 * is denied, whatever the policy says: the
+                                 * audit store, the runtime directory */
+};
+
+/* Loads PATH.  On error returns NULL and fills DIAG (if non-NULL). */
+struct policy *policy_load(const char *path, const struct policy_options *opt,
+                           struct policy_diag *diag);
+/* The same from memory; NAME is the file name used in messages. */
+struct policy *policy_load_buffer(const char *name, const char *buf, size_t len,
+                                  const struct policy_options *opt,
+                                  struct policy_diag *diag);
+void policy_free(struct policy *p);
+
+/* ---- rules ---------------------------------------------------------------- */
+
+enum policy_list {
+    POLICY_READ_ALLOW, POLICY_READ_DENY,
+    POLICY_WRITE_ALLOW, POLICY_WRITE_DENY,
+    POLICY_EXEC_ALLOW, POLICY_EXEC_DENY,
+    POLICY_CMD_DENY, POLICY_CMD_ALLOW,
+    POLICY_CONNECT_ALLOW, POLICY_CONNECT_DENY,
+    POLICY_BIND_ALLOW, POLICY_BIND_DENY,
+    POLICY_PROTECT,             /* options.protect: denied for read and write */
+    POLICY_LIST__COUNT
+};
+
+enum policy_net_kind {
+    POLICY_NET_NONE = 0,        /* not a network rule */
+    POLICY_NET_HOST,            /* name:port, matched as a name ("*.x.com" allowed) */
+    POLICY_NET_IP,              /* ip:port, [v6]:port, or a bare ip */
+    POLICY_NET_CIDR,            /* 10.0.0.0/8[:port] */
+    POLICY_NET_UNIX,            /* unix:/path (a glob) */
+    POLICY_NET_ANY,             /* "*" or "*:port" */
+};
+
+struct policy_rule {
+    enum policy_list list;
+    const char *section;        /* "files.read.deny", "commands.deny", ... */
+    const char *text;           /* the rule as written */
+    const char *pattern;        /* path lists and unix: rules: the absolute glob
+                                 * after "~/" and workspace expansion */
+    const char *reason;         /* commands: the rule's `reason`; else NULL */
+    const char *file;           /* where it was written ("default.yaml" for
+                                 * values taken from the shipped default) */
+    unsigned line, col;         /* 1-based; 0 for implicit rules */
+    /* network rules */
+    enum policy_net_kind net_kind;
+    int port_lo, port_hi;       /* -1 for any port */
+};
+
+/* The rules of list L in file order; *out points into the policy. */
+size_t policy_rules(const struct policy *p, enum policy_list l,
+                    const struct policy_rule **out);
+
+/* ---- decisions ------------------------------------------------------------ */
+
+struct policy_verdict {
+    enum sbx_decision decision; /* what the caller does: in audit mode, allow */
+    bool audit;                 /* audit mode, and the policy would have denied */
+    const struct policy_rule *rule; /* the deciding rule; never NULL (an
+                                 * implicit rule when no allow matched) */
+    const char *reason;         /* for a person: "matches files.read.deny",
+                                 * "no files.write.allow rule matches", ... */
+};
+
+/* Formats "SECTION \"TEXT\" FILE:LINE" for audit rows and notices. */
+int policy_rule_format(const struct policy_rule *r, char *out, size_t outsz);
+
+/* Decides a file operation (any op of class read or write, and exec's path
+ * check) on ABSPATH, which must already be normalized (see below).
+ * read_only denies every write; PROTECT paths are always denied. */
+enum sbx_decision policy_decide_path(const struct policy *p, enum sbx_op op,
+                                     const char *abspath,
+                                     struct policy_verdict *v);
+
+/* Decides running ABSPATH (resolved) with ARGV (NULL-terminated): files.exec
+ * for the path, then commands.deny / commands.allow over the command line
+ * (argv joined by single spaces) and, for `sh|bash|dash|zsh ... -c SCRIPT`,
+ * over SCRIPT too. */
+enum sbx_decision policy_decide_exec(const struct policy *p, const char *abspath,
+                                     char *const argv[], struct policy_verdict *v);
+
+/* Decides a command line given as one string (for explain and system()). */
+enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdline,
+                                        struct policy_verdict *v);
+
+/* Decides OP (connect, send or bind) to SA.  HOST is the name SA was
+ * resolved from, or NULL; name rules match only when HOST is given. */
+enum sbx_decision policy_decide_net(const struct policy *p, enum sbx_op op,
+                                    const struct sockaddr *sa, socklen_t salen,
+                                    const char *host, struct policy_verdict *v);
+
+/* Decides OP on a textual target "host:port", "1.2.3.4:443", "[::1]:80",
+ * "unix:/path" (for sbx-policy explain).  -1/EINVAL if TARGET is malformed. */
+int policy_decide_net_text(const struct policy *p, enum sbx_op op,
+                           const char *target, struct policy_verdict *v);
+
+/* ---- paths ---------------------------------------------------------------- */
+
+/* Makes PATH absolute against BASE (an absolute directory), folds ".", ".."
+ * and "//", drops a trailing "/".  No system call.  -1/ENAMETOOLONG. */
+int policy_path_lexical(const char *base, const char *path, char *out, size_t outsz);
+
+/* policy_path_lexical, then resolves symlinks in the components that exist
+ * (what does not exist yet is kept as written: a file about to be created).
+ * If the last component is a symlink it is followed unless NOFOLLOW.
+ * -1/ELOOP on a symlink loop. */
+int policy_path_resolve(const char *base, const char *path, bool nofollow,
+                        char *out, size_t outsz);
+
+/* Expands a leading "~/" with the policy's home, then makes the result
+ * absolute against the workspace (for targets typed by a person). */
+int policy_path_expand(const struct policy *p, const char *path, char *out, size_t outsz);
+
+/* Glob semantics of the contract on absolute paths: `*` within a segment,
+ * `**` across segments, `?` one character, `[...]` a class. */
+bool policy_glob_match(const char *pattern, const char *path);
+
+/* The longest leading directory of an absolute glob without a wildcard:
+ * "/usr/**" -> "/usr", "/a/b*c/d" -> "/a", "/etc/hosts" -> "/etc/hosts". */
+int policy_glob_root(const char *pattern, char *out, size_t outsz);
+
+/* ---- everything else the policy says ----------------------------------- */
+
+struct policy_limits {          /* 0: not set */
+    uint64_t timeout_ms, cpu_ms, memory_bytes, processes, open_files;
+};
+
+struct policy_info {
+    const char *name, *description;
+    const char *file;           /* display path */
+    const char *workspace;      /* absolute, resolved */
+    const char *home;
+    char sha256[65];            /* of the policy file's bytes, hex */
+    bool audit_mode;            /* mode: audit */
+    bool read_only;
+    bool kill_deny;             /* kill: deny (soft) rather than terminate */
+    bool isolation_required;    /* isolation: required */
+    uint64_t max_write_bytes;   /* 0: no limit */
+    struct policy_limits limits;
+    size_t n_env_pass;
+    const char *const *env_pass;
+    size_t n_env_set;
+    const char *const *env_set_name;
+    const char *const *env_set_value;
+};
+
+const struct policy_info *policy_info(const struct policy *p);
+
+/* One line saying what the policy allows (for sbx-policy check). */
+int policy_summary(const struct policy *p, char *out, size_t outsz);
+
+#endif

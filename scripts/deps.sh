@@ -1,0 +1,35 @@
+#!/bin/sh
+# Installs the Debian packages sbx needs to build, test and demo, and nothing
+# when they are all there already (so `make test` can always depend on it).
+set -eu
+
+# Build: compiler, pkg-config and the five base libraries plus libseccomp.
+# Tests: cmocka; real programs the integration tests run under the guard
+# (python3, git, curl, make); busybox-static and bubblewrap for the escape
+# tests and the bwrap backend; sqlite3 to inspect a store by hand in tests.
+PKGS="gcc clang make pkg-config libc6-dev
+libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
+python3 git curl sqlite3 busybox-static bubblewrap procps iproute2"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing"
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "deps: these Debian packages are missing and I am not root:$missing" >&2
+    echo "deps: run as root: apt-get update && apt-get install -y$missing" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing
