@@ -1,0 +1,74 @@
+/*
+ * isolate.h — the kernel layer: how sbx-guard starts the agent.
+ *
+ * iso_spawn() starts the agent process as sbx-guard's child with the policy
+ * compiled into kernel rules (ISO_NATIVE: user/pid/mount/ipc/uts and, when
+ * the policy allows no outside network, net namespaces; Landlock; seccomp
+ * with a user-notification supervisor; rlimits), into a bubblewrap command
+ * line (ISO_BWRAP), or with rlimits only (ISO_NONE).  ISO_AUTO is NATIVE
+ * where the kernel allows it, with an explicit, recorded degradation.
+ * Set-up failure is fatal: either the agent runs with every layer the mode
+ * promises, or it does not run and ERR says why.
+ *
+ * Memory: the caller owns the request and everything it points to; the
+ * child record is filled in place.  Errors: 0, or -1 with ERR filled.
+ */
+#ifndef SBX_ISOLATE_H
+#define SBX_ISOLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "event.h"
+#include "policy.h"
+
+enum iso_mode { ISO_AUTO = 0, ISO_NONE, ISO_NATIVE, ISO_BWRAP };
+
+/* "auto" | "none" | "native" | "bwrap" -> mode, or -1. */
+int iso_mode_parse(const char *s);
+const char *iso_mode_name(enum iso_mode m);
+
+struct iso_request {
+    const struct policy *policy;
+    enum iso_mode mode;
+    const char *workspace;      /* absolute */
+    const char *runtime_dir;    /* sbx's sockets; only events.sock may be
+                                 * reachable from inside */
+    const char *audit_db;       /* the store; never reachable from inside */
+    const char *preload;        /* libsbx-preload.so, must stay loadable */
+    const char *policy_copy;    /* the private policy file the preload reads */
+    char *const *argv;          /* the agent's command */
+    char *const *envp;          /* its complete environment */
+};
+
+struct iso_child {
+    pid_t pid;                  /* sbx-guard waits for this pid; its exit
+                                 * status is the agent's */
+    int notify_fd;              /* seccomp user-notification fd, or -1 */
+    bool pidns;                 /* SIGKILL of pid ends every process of the agent */
+    char layers[256];           /* what is active, e.g. "guard,userns,pidns,
+                                 * mntns,netns,landlock-v7,seccomp,supervisor" */
+};
+
+/* Starts the agent.  Always applies the policy's rlimits, puts the agent in
+ * its own process group, and ignores SIGXFSZ in it (so max_write_bytes gives
+ * EFBIG, not a crash).  On success the agent has been exec'd or is about to
+ * be; on failure nothing runs. */
+int iso_spawn(const struct iso_request *req, struct iso_child *child,
+              char *err, size_t errsz);
+
+/* Prints, for --print-isolation, exactly what iso_spawn would set up for
+ * REQ's mode, and the equivalent podman/docker run flags. */
+int iso_print(const struct iso_request *req, FILE *out);
+
+/* Supervisor: called by sbx-guard when notify_fd is readable.  Handles one
+ * notification (exec or connect of any process of the agent), answers the
+ * kernel, and reports what it saw through CB (layer supervisor).  0, or -1
+ * when the fd is finished (the agent is gone). */
+typedef void (*iso_event_cb)(void *ctx, const struct sbx_event_desc *ev);
+int iso_supervise(int notify_fd, const struct iso_request *req,
+                  iso_event_cb cb, void *ctx);
+
+#endif
