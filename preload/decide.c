@@ -7,6 +7,7 @@
  * fails closed with EACCES), the notice last.  Nothing here allocates.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "guard.h"
@@ -85,6 +86,64 @@ enum sbx_decision guard_decide_path(enum sbx_op op, const char *path,
     return d;
 }
 
+/* Every rule's policy_rule_format() text, made once at initialization:
+ * snprintf on each allowed open was a third of the guard's cost, and is
+ * not async-signal-safe.  Indexed by the rule's position in its list. */
+static struct {
+    const struct policy_rule *rules;
+    size_t n;
+    char **text;
+} rule_text[POLICY_LIST__COUNT];
+
+void guard_rules_prepare(void)
+{
+    for (int l = 0; l < POLICY_LIST__COUNT; l++) {
+        const struct policy_rule *r;
+        size_t n = policy_rules(guard_policy, (enum policy_list)l, &r);
+        char **t = n ? calloc(n, sizeof *t) : NULL;
+        if (!t)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            char buf[1024];
+            if (policy_rule_format(&r[i], buf, sizeof buf) == 0)
+                t[i] = strdup(buf);
+        }
+        rule_text[l].rules = r;
+        rule_text[l].n = n;
+        rule_text[l].text = t;
+    }
+}
+
+/* The formatted text of R: from the table, else made now. */
+static const char *rule_string(const struct policy_rule *r, char *buf, size_t size)
+{
+    if (!r)
+        return "";
+    if ((unsigned)r->list < POLICY_LIST__COUNT) {
+        size_t n = rule_text[r->list].n;
+        const struct policy_rule *base = rule_text[r->list].rules;
+        if (n && r >= base && r < base + n && rule_text[r->list].text[r - base])
+            return rule_text[r->list].text[r - base];
+    }
+    /* Implicit rules ("no files.write.allow rule matches") are not in the
+     * lists; the same format as policy_rule_format, without snprintf. */
+    struct sbuf s;
+    sbuf_init(&s, buf, size);
+    sbuf_add(&s, r->section);
+    if (r->line == 0) {
+        sbuf_add(&s, " ");
+        sbuf_add(&s, r->text);
+    } else {
+        sbuf_add(&s, " \"");
+        sbuf_add(&s, r->text);
+        sbuf_add(&s, "\" ");
+        sbuf_add(&s, r->file);
+        sbuf_add(&s, ":");
+        sbuf_add_uint(&s, r->line);
+    }
+    return buf;
+}
+
 static atomic_bool warned_channel;
 
 /* The event could not be recorded: the call fails closed.  Said once. */
@@ -132,18 +191,16 @@ int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
 int guard_record(const struct guard_verdict *gv, const char *target2,
                  uint32_t flags, const char *note)
 {
-    char rule[512], reason[768];
+    char rulebuf[512], reason[768];
     struct sbuf r;
     sbuf_init(&r, reason, sizeof reason);
     struct sbx_event_desc ev = {
         .op = gv->op, .decision = gv->v.decision, .layer = SBX_LAYER_GUARD,
         .flags = flags, .err = 0, .target = gv->target, .target2 = target2,
-        .rule = rule, .reason = reason,
+        .rule = rule_string(gv->v.rule, rulebuf, sizeof rulebuf), .reason = reason,
     };
     if (sbx_emit_killed())
         return record_killed(&ev);
-    if (!gv->v.rule || policy_rule_format(gv->v.rule, rule, sizeof rule) < 0)
-        rule[0] = '\0';
     if (gv->v.audit) {
         ev.flags |= SBX_EVF_AUDIT;
         sbuf_add(&r, "audit: ");

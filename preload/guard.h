@@ -129,6 +129,9 @@ enum sbx_decision guard_decide_path(enum sbx_op op, const char *path,
 int guard_record(const struct guard_verdict *gv, const char *target2,
                  uint32_t flags, const char *note);
 
+/* Formats every rule of guard_policy once (init.c, after loading). */
+void guard_rules_prepare(void);
+
 /* Records a denial that no policy rule made (size limits): REASON says why. */
 int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
                        const char *target2, int err, const char *reason);
