@@ -71,6 +71,12 @@ static int judge_exec(int dirfd, const char *path, char *const argv[], bool rest
         gv.target = res;
         policy_decide_exec(guard_policy, res, argv, &gv.v);
     }
+    /* Shells search PATH by trying execve in each directory: a program that
+     * is not there runs nothing and is not worth a row.  The decision still
+     * holds (a denied one fails ENOENT, as the kernel would). */
+    long missing = guard_raw(SYS_faccessat, AT_FDCWD, (long)res, F_OK, 0, 0, 0);
+    if (missing == -ENOENT || missing == -ENOTDIR)
+        return gv.v.decision == SBX_DENY ? (int)-missing : 0;
     join_argv(argv, cmd, sizeof cmd);
     return guard_record(&gv, cmd, restored ? SBX_EVF_ENV_RESTORED : 0,
                         restored && gv.v.decision == SBX_ALLOW ? ENV_RESTORED_NOTE : NULL);

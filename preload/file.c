@@ -113,7 +113,10 @@ static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode)
             err = errno;
             goto fail;
         }
-        if (guard_decide_path(op, lex, also_read, &gv) == SBX_DENY) {
+        enum sbx_decision d = guard_decide_path(op, lex, also_read, &gv);
+        if (!guard_verdict_final(&gv))
+            goto slow;          /* maybe allowed under its resolved name */
+        if (d == SBX_DENY) {
             err = guard_record(&gv, NULL, 0, NULL);
             goto fail;
         }
@@ -137,6 +140,7 @@ static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode)
         }
     }
 
+slow:;
     struct guard_judged j;
     err = guard_judge_path(op, dirfd, path, (flags & O_NOFOLLOW) != 0, also_read, &j);
     if (!err)

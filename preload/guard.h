@@ -167,8 +167,12 @@ struct guard_judged {
     struct guard_verdict gv;
 };
 
-/* Decides OP on (DIRFD, PATH): the lexical path, then (if allowed) the
- * resolved one; the first denial wins.  Returns 0 with *J filled, or an
+/* False when GV's denial only says that no allow rule matched: on a lexical
+ * path that is not final (the resolved path may match). */
+bool guard_verdict_final(const struct guard_verdict *gv);
+
+/* Decides OP on (DIRFD, PATH): an explicit deny of the lexical path is
+ * final; otherwise the resolved path decides.  Returns 0 with *J filled, or an
  * errno when the path cannot be made absolute (the call fails with it). */
 int guard_judge_path(enum sbx_op op, int dirfd, const char *path, bool nofollow,
                      bool also_read, struct guard_judged *j);

@@ -146,27 +146,40 @@ int guard_resolve(int dirfd, const char *path, bool nofollow, char *out, size_t 
     return policy_path_resolve(base, path, nofollow, out, outsz);
 }
 
+bool guard_verdict_final(const struct guard_verdict *gv)
+{
+    const struct policy_rule *r = gv->v.rule;
+    if (gv->v.decision == SBX_ALLOW && !gv->v.audit)
+        return true;
+    /* "No allow rule matches" says nothing yet: the policy resolves the
+     * roots of its rules (the root of "/lib/..." is /usr/lib on a merged-/usr
+     * system), so only the resolved path can be matched against them. */
+    return !r || !(r->list == POLICY_READ_ALLOW || r->list == POLICY_WRITE_ALLOW ||
+                   r->list == POLICY_EXEC_ALLOW);
+}
+
 int guard_judge_path(enum sbx_op op, int dirfd, const char *path, bool nofollow,
                      bool also_read, struct guard_judged *j)
 {
     j->note[0] = '\0';
     if (guard_lexical(dirfd, path, j->lex, sizeof j->lex) < 0)
         return errno;
-    if (guard_decide_path(op, j->lex, also_read, &j->gv) == SBX_DENY || j->gv.v.audit ||
-        !guard_policy)
+    bool allowed = guard_decide_path(op, j->lex, also_read, &j->gv) == SBX_ALLOW &&
+                   !j->gv.v.audit;
+    /* An explicit deny of the name the program used stands, whatever the
+     * name points to ("**" + "/.env" catches a symlink named .env). */
+    if (!guard_policy || (!allowed && guard_verdict_final(&j->gv)))
         return 0;
     if (guard_resolve(dirfd, path, nofollow, j->res, sizeof j->res) < 0)
         return errno;
     if (strcmp(j->res, j->lex) == 0)
         return 0;
-    struct guard_verdict rv;
-    if (guard_decide_path(op, j->res, also_read, &rv) == SBX_DENY || rv.v.audit) {
-        j->gv = rv;
-        struct sbuf s;
-        sbuf_init(&s, j->note, sizeof j->note);
-        sbuf_add(&s, "through a symlink from ");
-        sbuf_add(&s, j->lex);
-    }
+    /* The path the kernel will reach decides. */
+    guard_decide_path(op, j->res, also_read, &j->gv);
+    struct sbuf s;
+    sbuf_init(&s, j->note, sizeof j->note);
+    sbuf_add(&s, "through a symlink from ");
+    sbuf_add(&s, j->lex);
     return 0;
 }
 
