@@ -114,15 +114,22 @@ static void add_rule(struct iso_landlock *ll, const char *path, uint64_t access,
  * name the one process that opened it); a root that does not exist yet
  * becomes its nearest existing ancestor (the agent may create it), but
  * never "/" unless the policy said "/".  0, or -1 to skip the rule. */
-static int rule_root(const char *pattern, char *out, size_t outsz)
+static int rule_root(const char *pattern, uint64_t access, char *out, size_t outsz)
 {
     struct stat st;
     char *slash;
 
     if (policy_glob_root(pattern, out, outsz) < 0)
         return -1;
-    if (strncmp(out, "/proc/self", 10) == 0 || strncmp(out, "/proc/thread-self", 17) == 0)
+    if (strncmp(out, "/proc/self", 10) == 0 || strncmp(out, "/proc/thread-self", 17) == 0) {
+        /* Writing through /proc/self/fd/N reopens what the fd names, and
+         * Landlock judges that object (a pipe: not at all; a file: by its
+         * own path), so no write right on procfs is needed; granting one
+         * on /proc would include /proc/sysrq-trigger and /proc/sys. */
+        if (access & ~FS_READ)
+            return -1;
         strlcpy(out, "/proc", outsz);
+    }
     if (strcmp(out, "/") == 0)
         return 0;
     while (stat(out, &st) < 0) {
@@ -142,7 +149,7 @@ static void add_list(struct iso_landlock *ll, const struct policy *p,
     char root[4096];
 
     for (size_t i = 0; i < n; i++)
-        if (r[i].pattern && rule_root(r[i].pattern, root, sizeof root) == 0)
+        if (r[i].pattern && rule_root(r[i].pattern, access, root, sizeof root) == 0)
             add_rule(ll, root, access, r[i].section);
 }
 

@@ -507,6 +507,20 @@ int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
         iso_errf(err, errsz, "mounts: /proc: %s", strerror(errno));
         return -1;
     }
+    /* The fresh /proc is writable; what in it acts on the whole machine is
+     * not (as root, the agent is uid 0 on the host, capabilities or not, and
+     * /proc/sysrq-trigger or /proc/sys only check the uid). */
+    if (mp->new_proc) {
+        static const char *const proc_ro[] = {
+            "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+        };
+        for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++)
+            if (bind_with(AT_FDCWD, proc_ro[i], proc_ro[i], MOUNT_ATTR_RDONLY, 0) < 0
+                && errno != ENOENT) {
+                iso_errf(err, errsz, "mounts: read-only %s: %s", proc_ro[i], strerror(errno));
+                return -1;
+            }
+    }
     /* 6. */
     for (size_t i = 0; i < mp->n; i++) {
         const struct iso_mnt *m = &mp->m[i];

@@ -16,7 +16,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdlib.h>
@@ -100,6 +102,27 @@ static const unsigned long clone_ns_flags[] = {
     CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
+/* personality() may only set the default (PER_LINUX, 0) or query
+ * (0xffffffff): ADDR_NO_RANDOMIZE and friends would switch off ASLR for the
+ * programs the agent runs next.  libseccomp 2.5 cannot compare one argument
+ * twice in a rule, so this test is written by hand and put in front of its
+ * program; it checks the architecture first, like libseccomp's own code,
+ * and hands every other call on.  The kernel reads personality's argument
+ * as an unsigned int: the low 32 bits are the whole value. */
+#define ARG0_LO offsetof(struct seccomp_data, args[0])
+static const struct sock_filter personality_prefix[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 7),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_personality, 0, 5),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LO),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffU, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
+#define PREFIX_LEN (sizeof personality_prefix / sizeof personality_prefix[0])
+
 #define NOTIFY_LIST "execve, execveat, connect"
 
 static int add(scmp_filter_ctx ctx, uint32_t action, long nr, unsigned n,
@@ -145,16 +168,6 @@ int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
     if (add(ctx, SCMP_ACT_ERRNO(ENOSYS), SYS_clone3, 0, NULL, "clone3", err, errsz) < 0)
         goto out;
 
-    /* personality: only the default (0, PER_LINUX) and the query
-     * (0xffffffff); ADDR_NO_RANDOMIZE and friends switch off ASLR. */
-    {
-        struct scmp_arg_cmp c[2] = {
-            SCMP_A0(SCMP_CMP_NE, 0),
-            SCMP_A0(SCMP_CMP_NE, 0xffffffffUL),
-        };
-        if (add(ctx, eperm, SYS_personality, 2, c, "personality", err, errsz) < 0)
-            goto out;
-    }
     /* TIOCSTI pushes characters into the terminal's input, i.e. runs
      * commands in the user's shell after the agent exits; TIOCLINUX can do
      * the same on a virtual console.  Compare the low 32 bits (the command
@@ -195,19 +208,20 @@ int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
     mfd = memfd_create("sbx-seccomp", MFD_CLOEXEC);
     if (mfd < 0 || seccomp_export_bpf(ctx, mfd) < 0 || fstat(mfd, &st) < 0
         || st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) != 0
-        || st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+        || st.st_size / (off_t)sizeof(struct sock_filter) + PREFIX_LEN > BPF_MAXINSNS) {
         iso_errf(err, errsz, "seccomp: cannot export the filter");
         goto out;
     }
-    out->insns = malloc((size_t)st.st_size);
+    out->insns = malloc(sizeof personality_prefix + (size_t)st.st_size);
     if (out->insns == NULL
-        || pread(mfd, out->insns, (size_t)st.st_size, 0) != (ssize_t)st.st_size) {
+        || pread(mfd, out->insns + PREFIX_LEN, (size_t)st.st_size, 0) != (ssize_t)st.st_size) {
         iso_errf(err, errsz, "seccomp: cannot read the exported filter");
         free(out->insns);
         out->insns = NULL;
         goto out;
     }
-    out->len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+    memcpy(out->insns, personality_prefix, sizeof personality_prefix);
+    out->len = (unsigned short)(PREFIX_LEN + st.st_size / (off_t)sizeof(struct sock_filter));
     rc = 0;
 out:
     if (mfd >= 0)

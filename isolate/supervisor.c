@@ -514,6 +514,12 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
             join(cwd, p, abs, sizeof abs);
             strlcpy(p, abs, sizeof p);
         }
+        /* As the policy does: symlinks resolved (/var/run -> /run). */
+        if (p[0] == '/') {
+            char real[PATH_MAX];
+            if (resolve_in(pid, p, real, sizeof real) == 0)
+                strlcpy(p, real, sizeof p);
+        }
         snprintf(events, sizeof events, "%s/%s", req->runtime_dir ? req->runtime_dir : "",
                  SBX_EVENTS_SOCK);
         /* sbx's own event channel: every guarded process connects once. */
