@@ -404,6 +404,16 @@ static void decide_exec(const struct iso_request *req, const struct seccomp_noti
         if (resolve_in(pid, abs, o->target, sizeof o->target) < 0)
             strlcpy(o->target, abs, sizeof o->target);
     }
+    /* Nothing there (a shell trying each PATH entry): the kernel answers
+     * ENOENT itself, and a refusal would turn "not found" into "permission
+     * denied" and stop the search. */
+    if (!is_memfd(o->target)) {
+        char host[PATH_MAX + 64];
+        struct stat st;
+        snprintf(host, sizeof host, "/proc/%d/root%s", (int)pid, o->target);
+        if (stat(host, &st) < 0 && (errno == ENOENT || errno == ENOTDIR))
+            return;
+    }
     o->ev.target = o->target;
     cmdline(argv, o->target2, sizeof o->target2);
     o->ev.target2 = o->target2;
@@ -438,15 +448,33 @@ static void decide_exec(const struct iso_request *req, const struct seccomp_noti
     from_policy(o, &v);
 }
 
-static bool policy_has_host_rule_for(const struct policy *p, int port)
+static bool is_loopback_addr(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return false;
+}
+
+/* Could a host-name rule of the allow list match a connection to SS:PORT
+ * whose name we do not know?  "localhost" names only loopback addresses. */
+static bool host_rule_may_match(const struct policy *p, const struct sockaddr_storage *ss,
+                                int port)
 {
     const struct policy_rule *r;
     size_t n = policy_rules(p, POLICY_CONNECT_ALLOW, &r);
 
-    for (size_t i = 0; i < n; i++)
-        if (r[i].net_kind == POLICY_NET_HOST
-            && (r[i].port_lo < 0 || (port >= r[i].port_lo && port <= r[i].port_hi)))
-            return true;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].net_kind != POLICY_NET_HOST)
+            continue;
+        if (r[i].port_lo >= 0 && (port < r[i].port_lo || port > r[i].port_hi))
+            continue;
+        if (strncmp(r[i].text, "localhost", 9) == 0
+            && (r[i].text[9] == '\0' || r[i].text[9] == ':') && !is_loopback_addr(ss))
+            continue;
+        return true;
+    }
     return false;
 }
 
@@ -559,7 +587,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
      * decides) and say so; explicit deny rules stay refused. */
     if (o->deny && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
         && v.rule && v.rule->list != POLICY_CONNECT_DENY && port >= 0) {
-        if (policy_has_host_rule_for(req->policy, port)) {
+        if (host_rule_may_match(req->policy, &ss, port)) {
             o->deny = false;
             o->ev.decision = SBX_ALLOW;
             o->ev.reason = "address only: a host-name rule may match this port (the guard decides by name)";
