@@ -58,6 +58,7 @@ UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 PROG_SRC    := $(filter-out tests/progs/static_%,$(wildcard tests/progs/*.c))
 SPROG_SRC   := $(wildcard tests/progs/static_*.c)
 BENCH_SRC   := $(wildcard bench/bench_*.c)
+BPROG_SRC   := $(filter-out bench/bench_%,$(wildcard bench/*.c))
 
 GEN_DEFAULT := $(BUILD)/gen/default_policy.c
 
@@ -75,7 +76,7 @@ TOOLS   := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLMAIN_SRC))
 DAEMON  := $(if $(wildcard auditd/sbx-auditd.c),$(BUILD)/bin/sbx-auditd)
 UNITS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG_SRC))
-BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
 
 .PHONY: all deps test check demo bench sanitize install clean components
 .DEFAULT_GOAL := all
@@ -184,6 +185,12 @@ $(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
 
+# bench/*.c that are not bench_*: stand-alone programs the macro benchmarks
+# run bare and under the guard (no sbx libraries in them).
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
+
 $(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
@@ -196,7 +203,8 @@ install: all
 	install -m 0755 $(TOOLS) $(DAEMON) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/sbx/
 	install -m 0644 policies/*.yaml $(DESTDIR)$(PREFIX)/share/sbx/policies/
-	install -m 0644 $(wildcard docs/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	$(if $(wildcard docs/*.1),install -m 0644 $(wildcard docs/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/)
+	$(if $(wildcard docs/*.8),install -d $(DESTDIR)$(PREFIX)/share/man/man8 && install -m 0644 $(wildcard docs/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
 
 clean:
 	rm -rf build build-san build-clang

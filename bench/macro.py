@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Macro benchmarks for `make bench`: each workload bare, under sbx-guard
+with --isolation none (the guard alone), and with --isolation native (guard
+plus kernel layer); medians of interleaved runs; ratios against bare.
+
+Every run under sbx-guard records its decisions in a private store (full
+audit), in a temporary SBX_RUNTIME_DIR/SBX_AUDIT_DB.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def timed(cmd, cwd, env):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.decode()[-400:]}")
+    return dt
+
+
+def make_git_repo(d, files=3000):
+    os.makedirs(d)
+    for i in range(files):
+        sub = os.path.join(d, f"dir{i % 30}")
+        os.makedirs(sub, exist_ok=True)
+        with open(os.path.join(sub, f"f{i}.txt"), "w") as f:
+            f.write(f"file {i}\n")
+    env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x",
+               GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
+    for c in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
+        subprocess.run(c, cwd=d, env=env, check=True)
+
+
+def make_c_project(d, files=50):
+    os.makedirs(d)
+    objs = []
+    for i in range(files):
+        with open(os.path.join(d, f"f{i}.c"), "w") as f:
+            f.write(f"int f{i}(int x) {{ return x * {i} + 1; }}\n")
+        objs.append(f"f{i}.o")
+    with open(os.path.join(d, "main.c"), "w") as f:
+        f.write("int main(void) { return 0; }\n")
+    with open(os.path.join(d, "Makefile"), "w") as f:
+        f.write(f"prog: main.o {' '.join(objs)}\n\tcc -o $@ $^\n"
+                "%.o: %.c\n\tcc -O1 -c $< -o $@\nclean:\n\trm -f *.o prog\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--modes", default="none,native")
+    a = ap.parse_args()
+    guard = os.path.join(a.build, "bin", "sbx-guard")
+    tmp = tempfile.mkdtemp(prefix="sbx-bench-")
+    ws = os.path.join(tmp, "ws")
+    os.makedirs(ws)
+    env = dict(os.environ, SBX_RUNTIME_DIR=os.path.join(tmp, "run"),
+               SBX_AUDIT_DB=os.path.join(tmp, "state", "audit.db"), HOME=os.path.join(tmp, "home"))
+    os.makedirs(env["HOME"])
+    policy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "policies", "default.yaml")
+    make_git_repo(os.path.join(ws, "repo"))
+    make_c_project(os.path.join(ws, "cproj"))
+    openloop = os.path.join(a.build, "bench", "openloop")
+    with open(os.path.join(ws, "data.txt"), "w") as f:
+        f.write("x\n")
+
+    work = [
+        ("open+close loop (100000)", [openloop, "data.txt", "100000"], ws, None),
+        ("python3 imports", ["/usr/bin/python3", "-c", "import json, email, http.client, decimal, asyncio"], ws, None),
+        ("git status (3000 files)", ["git", "status", "--porcelain"], os.path.join(ws, "repo"), None),
+        ("make -j2 (50 C files)", ["make", "-s", "-j2", "prog"], os.path.join(ws, "cproj"),
+         ["make", "-s", "clean"]),
+        ("start-up: true", ["true"], ws, None),
+    ]
+    modes = [m for m in a.modes.split(",") if m]
+    # One unmeasured run of each, to warm caches and start the daemon.
+    for name, cmd, cwd, pre in work:
+        if pre:
+            subprocess.run(pre, cwd=cwd, env=env)
+        timed(cmd, cwd, env)
+    print(f"{'workload':28} {'bare':>10} " + " ".join(f"{m:>18}" for m in modes))
+    for name, cmd, cwd, pre in work:
+        if not os.path.exists(cmd[0]) and cmd[0].startswith("/"):
+            print(f"{name:28} skipped ({cmd[0]} not built)")
+            continue
+        samples = {"bare": []}
+        for m in modes:
+            samples[m] = []
+        try:
+            for _ in range(a.runs):
+                for m in ["bare"] + modes:
+                    if pre:
+                        subprocess.run(pre, cwd=cwd, env=env)
+                    c = cmd if m == "bare" else [guard, "--policy", policy, "--isolation", m,
+                                                 "--no-notify", "--"] + cmd
+                    samples[m].append(timed(c, cwd, env))
+        except RuntimeError as e:
+            print(f"{name:28} failed: {e}")
+            continue
+        bare = statistics.median(samples["bare"])
+        cols = []
+        for m in modes:
+            med = statistics.median(samples[m])
+            if name.startswith("start-up"):
+                cols.append(f"+{(med - bare) * 1000:6.1f} ms ({m})")
+            else:
+                cols.append(f"{med / bare:5.2f}x ({m:>6})")
+        print(f"{name:28} {bare * 1000:8.1f}ms " + " ".join(f"{c:>18}" for c in cols))
+    pf = os.path.join(env["SBX_RUNTIME_DIR"], "sbx-auditd.pid")
+    if os.path.exists(pf):
+        try:
+            os.kill(int(open(pf).read().strip()), 15)
+        except (ValueError, OSError):
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
