@@ -184,12 +184,18 @@ static int try_connect(const char *path)
  * that reaps its children never sees it), stderr to RUNDIR/sbx-auditd.log. */
 static int start_daemon(const char *rundir, char *err, size_t errsz)
 {
-    char exe[4096] = "";
-    char self[4096];
-    if (sbx_path_self_dir(self, sizeof self) == 0 &&
-        (size_t)snprintf(exe, sizeof exe, "%s/sbx-auditd", self) < sizeof exe &&
-        access(exe, X_OK) != 0)
-        exe[0] = '\0';
+    /* Beside the running program (installed layout); in the build tree the
+     * tests and benches live in build/tests[/progs] and build/bench. */
+    char exe[4096] = "", self[4096];
+    static const char *const rel[] = { "", "/../bin", "/../../bin" };
+    if (sbx_path_self_dir(self, sizeof self) == 0) {
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            if ((size_t)snprintf(exe, sizeof exe, "%s%s/sbx-auditd", self, rel[i]) < sizeof exe &&
+                access(exe, X_OK) == 0)
+                break;
+            exe[0] = '\0';
+        }
+    }
     char log[4096];
     if ((size_t)snprintf(log, sizeof log, "%s/sbx-auditd.log", rundir) >= sizeof log) {
         snprintf(err, errsz, "runtime directory path too long");
@@ -220,6 +226,7 @@ static int start_daemon(const char *rundir, char *err, size_t errsz)
         if (exe[0])
             execl(exe, "sbx-auditd", (char *)NULL);
         execlp("sbx-auditd", "sbx-auditd", (char *)NULL);
+        fprintf(stderr, "sbx: cannot start sbx-auditd: %s\n", strerror(errno));
         _exit(127);
     }
     int st;
