@@ -123,6 +123,10 @@ static const struct sock_filter personality_prefix[] = {
 };
 #define PREFIX_LEN (sizeof personality_prefix / sizeof personality_prefix[0])
 
+/* libseccomp's SCMP_A0() leaves fields implicit, which clang warns about. */
+#define CMP(a, o, x, y) ((struct scmp_arg_cmp){ .arg = (a), .op = (o), \
+                                           .datum_a = (x), .datum_b = (y) })
+
 #define NOTIFY_LIST "execve, execveat, connect"
 
 static int add(scmp_filter_ctx ctx, uint32_t action, long nr, unsigned n,
@@ -159,7 +163,7 @@ int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
             goto out;
 
     for (size_t i = 0; i < sizeof clone_ns_flags / sizeof clone_ns_flags[0]; i++) {
-        struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, clone_ns_flags[i], clone_ns_flags[i]);
+        struct scmp_arg_cmp c = CMP(0, SCMP_CMP_MASKED_EQ, clone_ns_flags[i], clone_ns_flags[i]);
         if (add(ctx, eperm, SYS_clone, 1, &c, "clone", err, errsz) < 0)
             goto out;
     }
@@ -173,18 +177,18 @@ int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
      * the same on a virtual console.  Compare the low 32 bits (the command
      * is an int). */
     {
-        struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, TIOCSTI);
-        struct scmp_arg_cmp d = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, TIOCLINUX);
+        struct scmp_arg_cmp c = CMP(1, SCMP_CMP_MASKED_EQ, 0xffffffffUL, TIOCSTI);
+        struct scmp_arg_cmp d = CMP(1, SCMP_CMP_MASKED_EQ, 0xffffffffUL, TIOCLINUX);
         if (add(ctx, eperm, SYS_ioctl, 1, &c, "ioctl(TIOCSTI)", err, errsz) < 0
             || add(ctx, eperm, SYS_ioctl, 1, &d, "ioctl(TIOCLINUX)", err, errsz) < 0)
             goto out;
     }
     /* MPTCP sockets: Landlock's TCP port rules are about plain TCP. */
     {
-        struct scmp_arg_cmp c4[2] = { SCMP_A0(SCMP_CMP_EQ, AF_INET),
-                                      SCMP_A2(SCMP_CMP_EQ, IPPROTO_MPTCP) };
-        struct scmp_arg_cmp c6[2] = { SCMP_A0(SCMP_CMP_EQ, AF_INET6),
-                                      SCMP_A2(SCMP_CMP_EQ, IPPROTO_MPTCP) };
+        struct scmp_arg_cmp c4[2] = { CMP(0, SCMP_CMP_EQ, AF_INET, 0),
+                                      CMP(2, SCMP_CMP_EQ, IPPROTO_MPTCP, 0) };
+        struct scmp_arg_cmp c6[2] = { CMP(0, SCMP_CMP_EQ, AF_INET6, 0),
+                                      CMP(2, SCMP_CMP_EQ, IPPROTO_MPTCP, 0) };
         if (add(ctx, eperm, SYS_socket, 2, c4, "socket(MPTCP)", err, errsz) < 0
             || add(ctx, eperm, SYS_socket, 2, c6, "socket(MPTCP)", err, errsz) < 0)
             goto out;
@@ -193,7 +197,7 @@ int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
      * judge: refuse memfd_create(MFD_EXEC).  (Without flags the kernel's
      * vm.memfd_noexec decides; the supervisor refuses exec of any memfd.) */
     {
-        struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0x10U /* MFD_EXEC */, 0x10U);
+        struct scmp_arg_cmp c = CMP(1, SCMP_CMP_MASKED_EQ, 0x10U /* MFD_EXEC */, 0x10U);
         if (add(ctx, eperm, SYS_memfd_create, 1, &c, "memfd_create(MFD_EXEC)", err, errsz) < 0)
             goto out;
     }
