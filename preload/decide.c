@@ -146,12 +146,22 @@ static const char *rule_string(const struct policy_rule *r, char *buf, size_t si
 
 static atomic_bool warned_channel;
 
-/* The event could not be recorded: the call fails closed.  Said once. */
+/* The event could not be recorded: the call fails closed.  Said once, with
+ * the emitter's reason. */
 static int channel_down(void)
 {
-    guard_warn_once(&warned_channel,
-                    "sbx: the audit channel is unavailable; guarded calls are denied "
-                    "(every decision must be recorded)\n");
+    if (!atomic_load_explicit(&warned_channel, memory_order_relaxed)) {
+        char msg[512];
+        struct sbuf s;
+        sbuf_init(&s, msg, sizeof msg - 1);
+        sbuf_add(&s, "sbx: the audit channel is unavailable (");
+        const char *why = sbx_emit_error();
+        sbuf_add(&s, why && *why ? why : "the agent's run id or token is missing");
+        sbuf_add(&s, "); guarded calls are denied, since every decision must be recorded");
+        msg[s.len++] = '\n';
+        msg[s.len] = '\0';
+        guard_warn_once(&warned_channel, msg);
+    }
     return EACCES;
 }
 

@@ -420,3 +420,24 @@ SBX_EXPORT FILE *popen(const char *cmd, const char *type)
     }
     return real(cmd, type);
 }
+
+/* vfork() becomes fork().  A vfork child shares the parent's memory until
+ * it execs, and what the guard does before an exec (the policy's command
+ * matching may allocate; the emitter registers a ring for the child and
+ * keeps its state in memory) would then happen in the parent's memory: the
+ * parent would be left believing it owns the child's ring (dash, which
+ * vforks for every command, then failed every later event).  fork() is
+ * what vfork() is allowed to be; a program cannot tell, except by speed.
+ * A function cannot return twice into one stack frame, so there is no way
+ * to wrap the real vfork anyway.  posix_spawn's internal CLONE_VM child
+ * runs only libc's own code and is left alone. */
+SBX_EXPORT pid_t vfork(void)
+{
+    return fork();
+}
+
+pid_t __vfork(void);
+SBX_EXPORT pid_t __vfork(void)
+{
+    return fork();
+}

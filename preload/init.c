@@ -182,8 +182,8 @@ static void init_once(void)
         load_policy();
     /* A failure here shows at the first event: sbx_emit then returns -1
      * and the call fails closed with a message. */
-    (void)sbx_emit_init(guard_envs[GENV_RUNTIME].value, guard_envs[GENV_AGENT_ID].value,
-                        guard_envs[GENV_TOKEN].value);
+    (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
+                        guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
     atomic_store_explicit(&state, ST_ACTIVE, memory_order_release);
 }
 

@@ -16,16 +16,26 @@ policy() {
     } > "$T/policy.yaml"
 }
 
-# guarded CMD...: runs CMD under the preload, as sbx-guard would start it.
+# guarded CMD...: runs CMD under the preload as agent "t", the way sbx-guard
+# would start it (preload_agent registers the agent with a real sbx-auditd
+# and hands the run id and token down; env puts the preload in place so that
+# preload_agent itself is not guarded).
 guarded() {
-    env LD_PRELOAD="$LIB" SBX_PRELOAD="$LIB" SBX_POLICY_FILE="$T/policy.yaml" \
-        SBX_POLICY_ORIGIN=policy.yaml SBX_WORKSPACE="$WS" SBX_AGENT=t \
-        SBX_AGENT_ID=test-run SBX_AGENT_TOKEN=test-token "$@"
+    "$PROGS/preload_agent" t env LD_PRELOAD="$LIB" SBX_PRELOAD="$LIB" \
+        SBX_POLICY_FILE="$T/policy.yaml" SBX_POLICY_ORIGIN=policy.yaml SBX_WORKSPACE="$WS" \
+        "$@"
+}
+
+# rows: the audit rows of agent t, one JSON object per line.
+rows() { sbx-audit query --agent t --format json; }
+# row_with OP DECISION TEXT: the first row of OP and DECISION containing TEXT.
+row_with() {
+    rows | grep "\"op\":\"$1\"" | grep "\"decision\":\"$2\"" | grep -F -- "$3" | head -n 1
 }
 
 secret() { echo "TOPSECRET" > "$WS/.env"; }
 
-test_cat_python_and_shell_cannot_read_dotenv() {
+test_cat_python_and_sh_cannot_read_dotenv() {
     policy </dev/null; secret
     out=$(guarded cat .env 2>&1) && fail "cat succeeded"
     assert_not_contains "$out" TOPSECRET
@@ -37,6 +47,12 @@ test_cat_python_and_shell_cannot_read_dotenv() {
     assert_not_contains "$out" TOPSECRET
     out=$(guarded sh -c 'cat ./sub/../.env' 2>&1) || true
     assert_not_contains "$out" TOPSECRET
+    r=$(row_with open-read deny "\"target\":\"$WS/.env\"")
+    assert_contains "$r" '"rule":"files.read.deny \"**/.env\" default.yaml:'
+    assert_contains "$r" '"layer":"guard"'
+    assert_contains "$r" '"errno":13'
+    # Allowed calls are recorded too.
+    assert_contains "$(rows)" '"target":"/usr/bin/cat","target2":"cat ./sub/../.env","decision":"allow"'
 }
 
 test_allowed_reads_and_writes_work() {
@@ -48,7 +64,7 @@ test_allowed_reads_and_writes_work() {
     assert_file_absent "$WS/d"
 }
 
-test_writing_outside_the_workspace_is_denied_and_creates_nothing() {
+test_write_outside_workspace_creates_nothing() {
     # The defaults allow /tmp, where the tests run: the workspace only here.
     policy <<'Y'
 files:
@@ -65,7 +81,7 @@ Y
     for f in o2 o3 o4 o5 o6; do assert_file_absent "$T/$f"; done
 }
 
-test_rm_mv_ln_chmod_on_protected_paths_are_denied() {
+test_rm_mv_ln_chmod_on_protected_paths_denied() {
     policy <<'Y'
 files:
   write:
@@ -84,7 +100,7 @@ Y
     assert_eq "$(stat -c %a "$WS/protected/f")" "$(stat -c %a "$WS/protected")" "mode" 2>/dev/null || true
 }
 
-test_moving_or_linking_a_secret_to_a_readable_name_is_denied() {
+test_moving_or_linking_a_secret_is_denied() {
     policy </dev/null; secret
     assert_eq "$(guarded "$CALL" rename .env plain)" "err EACCES"
     assert_eq "$(guarded "$CALL" link .env plain)" "err EACCES"
@@ -101,7 +117,7 @@ test_each_file_entry_point_is_guarded() {
     assert_eq "$(guarded "$CALL" sys_getpid x)" "ok 0" "syscall() passes other numbers"
 }
 
-test_a_symlink_in_the_workspace_to_a_secret_is_denied() {
+test_symlink_to_a_secret_is_denied() {
     policy </dev/null; secret
     ln -s .env "$WS/innocent"
     mkdir -p "$WS/dir" && ln -s .. "$WS/dir/up"
@@ -111,7 +127,7 @@ test_a_symlink_in_the_workspace_to_a_secret_is_denied() {
     assert_not_contains "$out" TOPSECRET
 }
 
-test_reopening_through_proc_self_fd_is_judged() {
+test_reopen_through_proc_self_fd_is_judged() {
     policy </dev/null; secret
     # The outer shell opens the secret; the guarded program only has the fd.
     out=$(guarded cat /proc/self/fd/3 3<"$WS/.env" 2>&1) && fail "reopen succeeded"
@@ -145,7 +161,7 @@ test_a_denied_exec_leaves_the_caller_running() {
     assert_eq "$out" "still here 126"
 }
 
-test_posix_spawn_system_and_popen_follow_the_policy() {
+test_posix_spawn_system_popen_are_judged() {
     exec_policy
     assert_eq "$(guarded "$CALL" posix_spawn /bin/echo echo forbidden-word)" "err EACCES"
     assert_eq "$(guarded "$CALL" posix_spawnp echo echo forbidden-word)" "err EACCES"
@@ -158,7 +174,7 @@ test_posix_spawn_system_and_popen_follow_the_policy() {
     assert_contains "$out" fine
 }
 
-test_a_program_that_drops_the_preload_from_its_environment_is_still_guarded() {
+test_dropping_the_preload_env_does_not_escape() {
     policy </dev/null; secret
     out=$(guarded "$CALL" exec_unset /bin/cat cat .env 2>&1) || true
     assert_not_contains "$out" TOPSECRET
@@ -166,6 +182,8 @@ test_a_program_that_drops_the_preload_from_its_environment_is_still_guarded() {
     assert_not_contains "$out" TOPSECRET
     out=$(guarded "$CALL" exec_unset /bin/sh sh -c 'echo "$LD_PRELOAD $SBX_POLICY_FILE"')
     assert_contains "$out" "$LIB $T/policy.yaml"
+    r=$(row_with exec allow '"flags":2')
+    assert_contains "$r" "restored"
     out=$(guarded env -u LD_PRELOAD sh -c 'cat .env' 2>&1) || true
     assert_not_contains "$out" TOPSECRET
     out=$(guarded env LD_PRELOAD= SBX_POLICY_FILE=/dev/null sh -c 'cat .env' 2>&1) || true
@@ -189,7 +207,7 @@ PY
     i=0; while [ ! -f "$T/port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
 }
 
-test_connect_follows_the_policy_by_address_and_by_name() {
+test_connect_judged_by_address_and_by_name() {
     listen; port=$(cat "$T/port")
     policy <<Y
 network:
@@ -206,6 +224,8 @@ network:
 Y
     # Resolved from "localhost": the name rule allows it.
     assert_eq "$(guarded "$CALL" resolve_connect localhost "$port")" "ok 0"
+    r=$(row_with connect allow "\"target\":\"127.0.0.1:$port\"")
+    assert_contains "$r" '"target2":"localhost"'
     # By bare address, no rule names it.
     assert_eq "$(guarded "$CALL" connect 127.0.0.1 "$port")" "err EACCES"
     policy <<Y
@@ -218,7 +238,7 @@ Y
     kill %1 2>/dev/null || true
 }
 
-test_truncate_above_max_write_bytes_fails_efbig() {
+test_truncate_above_max_write_fails_efbig() {
     policy <<'Y'
 files:
   max_write_bytes: 1KiB
@@ -236,7 +256,7 @@ test_notify_prints_one_line_per_denial() {
     assert_contains "$out" 'sbx: denied open-read .env (files.read.deny "**/.env", default.yaml:'
 }
 
-test_audit_mode_allows_and_says_what_it_would_deny() {
+test_audit_mode_allows_and_records_audit() {
     policy <<'Y'
 mode: audit
 Y
@@ -244,9 +264,12 @@ Y
     out=$(SBX_NOTIFY=1 guarded cat .env 2>&1)
     assert_contains "$out" TOPSECRET
     assert_contains "$out" "sbx: audit: would deny open-read .env"
+    r=$(row_with open-read allow "\"target\":\"$WS/.env\"")
+    assert_contains "$r" '"reason":"audit: '
+    assert_contains "$r" '"flags":1'
 }
 
-test_a_policy_that_fails_to_load_denies_everything_guarded() {
+test_unloadable_policy_denies_everything() {
     echo "version: 2" > "$T/policy.yaml"
     echo hi > "$WS/a"
     out=$(guarded "$CALL" open a 2>&1) || true
@@ -254,12 +277,21 @@ test_a_policy_that_fails_to_load_denies_everything_guarded() {
     assert_contains "$out" "policy could not be loaded"
 }
 
-test_without_a_policy_file_the_preload_does_nothing() {
+test_no_audit_channel_fails_closed() {
+    policy </dev/null
+    echo hi > "$WS/a"
+    out=$(env LD_PRELOAD="$LIB" SBX_POLICY_FILE="$T/policy.yaml" SBX_WORKSPACE="$WS" \
+          SBX_AGENT_ID=nobody SBX_AGENT_TOKEN=nothing "$CALL" open a 2>&1) || true
+    assert_contains "$out" "err EACCES"
+    assert_contains "$out" "audit channel is unavailable"
+}
+
+test_no_policy_file_means_no_guard() {
     secret
     assert_eq "$(env LD_PRELOAD="$LIB" cat .env)" TOPSECRET
 }
 
-test_threads_opening_files_while_forking_never_deadlock() {
+test_threads_and_fork_never_deadlock() {
     policy </dev/null
     echo x > "$WS/f"
     cp "$PROGS/mt_fork" "$WS/"    # files.exec allows the workspace
