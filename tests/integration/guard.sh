@@ -1,0 +1,276 @@
+#!/bin/sh
+# Real programs under sbx-guard with the shipped default policy (or a small
+# policy written by the test): each test checks the effect on the machine
+# and the row in the audit store.  $WS is the workspace (the cwd), $HOME a
+# fake home outside it, $T the test's private directory.
+. "$(dirname "$0")/../lib.sh"
+
+DEFAULT="$POLICIES/default.yaml"
+ISO=${SBX_TEST_ISOLATION:-none}
+
+secret() { echo "SECRET_TOKEN_${1:-x}" > .env; }
+
+# A policy that is the default but lets git write .git/config and hooks
+# (the default protects them, so `git init` belongs before the agent runs).
+git_policy() {
+    cat > "$T/git.yaml" <<'EOF'
+version: 1
+name: git-ok
+files:
+  write:
+    deny: ["**/.env", "**/.env.*"]
+EOF
+}
+
+test_cat_cannot_read_dotenv_and_the_denial_is_stored() {
+    secret cat
+    rc=0; out=$(guard --isolation "$ISO" --name cat1 --policy "$DEFAULT" -- cat .env 2>&1) || rc=$?
+    [ $rc -ne 0 ] || fail "cat succeeded"
+    assert_not_contains "$out" SECRET_TOKEN
+    expect_row agent=cat1 op=open-read decision=deny "target~/.env" "rule~files.read.deny"
+}
+
+test_python_cannot_read_dotenv() {
+    secret py
+    rc=0; out=$(guard --isolation "$ISO" --name py1 --policy "$DEFAULT" -- \
+        python3 -c 'print(open(".env").read())' 2>&1) || rc=$?
+    [ $rc -ne 0 ] || fail "python read it"
+    assert_not_contains "$out" SECRET_TOKEN
+    assert_contains "$out" "PermissionError"
+    expect_row agent=py1 op=open-read decision=deny "target~/.env"
+}
+
+test_shell_redirect_cannot_read_dotenv() {
+    secret sh
+    rc=0; out=$(guard --isolation "$ISO" --name sh1 --policy "$DEFAULT" -- sh -c 'cat < .env' 2>&1) || rc=$?
+    [ $rc -ne 0 ] || fail "the redirect worked"
+    assert_not_contains "$out" SECRET_TOKEN
+    expect_row agent=sh1 op=open-read decision=deny "target~/.env"
+}
+
+test_write_outside_workspace_is_denied_and_nothing_is_created() {
+    rc=0; guard --isolation "$ISO" --name w1 --policy "$DEFAULT" -- \
+        sh -c "echo pwned > '$HOME/outside.txt'" 2>/dev/null || rc=$?
+    [ $rc -ne 0 ] || fail "the write succeeded"
+    assert_file_absent "$HOME/outside.txt"
+    expect_row agent=w1 op=open-write decision=deny "target~$HOME/outside.txt"
+}
+
+test_rm_mv_ln_chmod_on_protected_paths_are_denied() {
+    mkdir -p .git && echo '[core]' > .git/config && chmod 644 .git/config
+    secret ln
+    guard --isolation "$ISO" --name p1 --policy "$DEFAULT" -- rm -f .git/config 2>/dev/null || true
+    assert_file_present .git/config
+    guard --isolation "$ISO" --name p2 --policy "$DEFAULT" -- mv .git/config moved 2>/dev/null || true
+    assert_file_present .git/config
+    assert_file_absent moved
+    guard --isolation "$ISO" --name p3 --policy "$DEFAULT" -- ln .env leak 2>/dev/null || true
+    assert_file_absent leak
+    guard --isolation "$ISO" --name p4 --policy "$DEFAULT" -- chmod 777 .git/config 2>/dev/null || true
+    assert_eq "$(stat -c %a .git/config)" 644 "mode of .git/config"
+    expect_row agent=p1 op=unlink decision=deny "target~.git/config"
+    expect_row agent=p2 op=rename decision=deny "target~.git/config"
+    expect_row agent=p3 op=link decision=deny
+    expect_row agent=p4 op=chmod decision=deny "target~.git/config"
+}
+
+test_download_piped_into_shell_does_not_run() {
+    rc=0; out=$(guard --isolation "$ISO" --name c1 --policy "$DEFAULT" -- \
+        bash -c 'curl -s http://127.0.0.1:9/x | sh; echo RAN' 2>&1) || rc=$?
+    assert_not_contains "$out" RAN
+    expect_row agent=c1 op=exec decision=deny "rule~commands.deny"
+    # curl never ran, so it never connected.
+    rows --agent c1 --op connect > "$T/c.json"
+    ! has_row agent=c1 op=connect < "$T/c.json" || fail "curl connected"
+}
+
+test_rm_rf_home_is_blocked_and_the_decoy_survives() {
+    mkdir -p "$HOME/decoy" && echo keep > "$HOME/decoy/file"
+    rc=0; guard --isolation "$ISO" --name rm1 --policy "$DEFAULT" -- sh -c 'rm -rf ~' 2>/dev/null || rc=$?
+    [ $rc -ne 0 ] || fail "rm -rf ~ reported success"
+    assert_file_present "$HOME/decoy/file"
+    expect_row agent=rm1 op=exec decision=deny "rule~commands.deny"
+    # Spelled out, it is the file rules that stop it.
+    guard --isolation "$ISO" --name rm2 --policy "$DEFAULT" -- rm -rf "$HOME/decoy" 2>/dev/null || true
+    assert_file_present "$HOME/decoy/file"
+}
+
+test_git_init_add_commit_works_unchanged() {
+    git_policy
+    printf '[user]\n\tname = Agent\n\temail = agent@example.com\n' > "$HOME/.gitconfig"
+    echo 'hello' > readme.txt
+    guard --isolation "$ISO" --name g1 --policy "$T/git.yaml" -- \
+        sh -c 'git init -q && git add readme.txt && git commit -qm first && git log --oneline' > "$T/git.out" 2>&1 \
+        || { cat "$T/git.out"; fail "git workflow failed"; }
+    assert_contains "$(cat "$T/git.out")" first
+    expect_row agent=g1 op=exec decision=allow "target~git"
+}
+
+test_make_of_a_small_c_project_works_unchanged() {
+    printf 'int main(void) { return 3; }\n' > main.c
+    printf 'prog: main.c\n\tcc -O1 -o prog main.c\n' > Makefile
+    guard --isolation "$ISO" --name m1 --policy "$DEFAULT" -- make -s > "$T/make.out" 2>&1 \
+        || { cat "$T/make.out"; fail "make failed"; }
+    rc=0; ./prog || rc=$?
+    assert_eq $rc 3 "exit of the built program"
+}
+
+test_python_imports_work_unchanged() {
+    guard --isolation "$ISO" --name i1 --policy "$DEFAULT" -- \
+        python3 -c 'import json, email, asyncio; print("imports ok")' > "$T/py.out" 2>&1 \
+        || { cat "$T/py.out"; fail "python failed"; }
+    assert_contains "$(cat "$T/py.out")" "imports ok"
+}
+
+test_connect_to_allowed_loopback_port_works_and_denied_port_fails() {
+    ports=$(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))')
+    set -- $ports
+    good=$1 bad=$2
+    cat > "$T/net.yaml" <<EOF
+version: 1
+name: net-test
+network:
+  connect:
+    allow: ["127.0.0.1:$good"]
+    deny: []
+EOF
+    cat > "$T/server.py" <<'EOF'
+import socket, sys, threading
+hits = []
+def serve(port):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port)); s.listen(8); s.settimeout(8)
+    try:
+        while True:
+            c, _ = s.accept(); hits.append(port); c.sendall(b"hi"); c.close()
+    except OSError:
+        pass
+ts = [threading.Thread(target=serve, args=(int(p),)) for p in sys.argv[1:]]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(" ".join(map(str, hits)))
+EOF
+    python3 "$T/server.py" "$good" "$bad" > "$T/hits" &
+    srv=$!
+    sleep 0.5
+    client='import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=3)
+print(s.recv(2).decode())'
+    out=$(guard --isolation "$ISO" --name n1 --policy "$T/net.yaml" -- python3 -c "$client" "$good" 2>&1) \
+        || fail "allowed connect failed: $out"
+    assert_contains "$out" hi
+    rc=0; out=$(guard --isolation "$ISO" --name n2 --policy "$T/net.yaml" -- python3 -c "$client" "$bad" 2>&1) || rc=$?
+    [ $rc -ne 0 ] || fail "denied connect succeeded: $out"
+    wait $srv || true
+    assert_eq "$(cat "$T/hits")" "$good" "ports the server saw connections on"
+    expect_row agent=n1 op=connect decision=allow "target~127.0.0.1:$good"
+    expect_row agent=n2 op=connect decision=deny "target~127.0.0.1:$bad"
+}
+
+test_clearing_the_environment_before_exec_does_not_escape() {
+    secret env
+    rc=0; out=$(guard --isolation "$ISO" --name e1 --policy "$DEFAULT" -- \
+        "$PROGS/clearenv_exec" /bin/cat .env 2>&1) || rc=$?
+    [ $rc -ne 0 ] || fail "cat ran"
+    assert_not_contains "$out" SECRET_TOKEN
+    expect_row agent=e1 op=open-read decision=deny "target~/.env"
+    rc=0; out=$(guard --isolation "$ISO" --name e2 --policy "$DEFAULT" -- env -i /bin/cat .env 2>&1) || rc=$?
+    assert_not_contains "$out" SECRET_TOKEN
+}
+
+test_kill_switch_ends_a_forking_sigterm_ignoring_agent_and_records_who_and_why() {
+    marker="sbxforker$$"
+    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- "$PROGS/forker" "$marker" 100 > "$T/forker.out" 2>&1 &
+    g=$!
+    i=0
+    while ! grep -q ready "$T/forker.out" 2>/dev/null; do
+        sleep 0.1; i=$((i + 1)); [ $i -lt 100 ] || fail "forker never got ready"
+    done
+    [ "$(pgrep -fc "$marker")" -ge 100 ] || fail "not all children started"
+    sbx-kill runaway --reason "test: runaway" > "$T/kill.out" 2>&1 || { cat "$T/kill.out"; fail "sbx-kill failed"; }
+    rc=0; wait $g || rc=$?
+    assert_eq $rc 137 "sbx-guard's exit status"
+    sleep 0.2
+    left=$(pgrep -fc "$marker" || true)
+    assert_eq "$left" 0 "processes left"
+    expect_row agent=runaway op=kill "reason~test: runaway"
+}
+
+test_kill_of_an_unknown_agent_fails_cleanly() {
+    # Start the daemon with a short-lived agent first.
+    guard --isolation "$ISO" --name short --policy "$DEFAULT" -- true
+    rc=0; out=$(sbx-kill no-such-agent 2>&1) || rc=$?
+    assert_eq $rc 1 "sbx-kill exit status"
+    assert_contains "$out" "no-such-agent"
+}
+
+test_audit_mode_denies_nothing_and_records_would_be_denials() {
+    secret audit
+    cat > "$T/audit.yaml" <<'EOF'
+version: 1
+name: audit-test
+mode: audit
+EOF
+    out=$(guard --isolation "$ISO" --name a1 --policy "$T/audit.yaml" -- cat .env 2>&1) || fail "cat failed in audit mode: $out"
+    assert_contains "$out" SECRET_TOKEN_audit
+    expect_row agent=a1 op=open-read decision=allow "reason~audit:" "target~/.env"
+}
+
+test_threads_opening_files_while_forking_never_deadlock() {
+    echo data > data.txt
+    i=0
+    while [ $i -lt 20 ]; do
+        rc=0; timeout 20 sbx-guard --no-notify --isolation "$ISO" --name mt$i --policy "$DEFAULT" -- \
+            "$PROGS/mt_open_fork" data.txt 50 || rc=$?
+        [ $rc -eq 0 ] || fail "run $i exited $rc (124 = timed out: deadlock)"
+        i=$((i + 1))
+    done
+}
+
+test_exit_status_is_the_agents_and_128_plus_signal() {
+    rc=0; guard --isolation "$ISO" --name x1 --policy "$DEFAULT" -- sh -c 'exit 7' || rc=$?
+    assert_eq $rc 7 "exit status"
+    rc=0; guard --isolation "$ISO" --name x2 --policy "$DEFAULT" -- sh -c 'kill -9 $$' || rc=$?
+    assert_eq $rc 137 "exit status of a SIGKILLed agent"
+    expect_row agent=x1 op=exit "reason~exited 7"
+    expect_row agent=x1 op=start
+}
+
+test_bad_policy_exits_125_names_the_line_and_starts_nothing() {
+    printf 'version: 1\nfiles:\n  raed:\n    allow: ["**"]\n' > "$T/bad.yaml"
+    rc=0; out=$(sbx-guard --policy "$T/bad.yaml" -- touch started 2>&1) || rc=$?
+    assert_eq $rc 125 "exit status"
+    assert_contains "$out" "bad.yaml:3:3"
+    assert_file_absent started
+}
+
+test_store_inside_the_workspace_is_refused() {
+    rc=0; out=$(SBX_AUDIT_DB="$WS/audit.db" sbx-guard --policy "$DEFAULT" -- touch started 2>&1) || rc=$?
+    assert_eq $rc 125 "exit status"
+    assert_contains "$out" "inside the workspace"
+    assert_file_absent started
+}
+
+test_notify_prints_one_line_per_denial_naming_the_rule() {
+    secret n
+    out=$(sbx-guard --notify --isolation "$ISO" --name no1 --policy "$DEFAULT" -- cat .env 2>&1) || true
+    assert_contains "$out" "sbx: denied open-read"
+    assert_contains "$out" 'files.read.deny "**/.env"'
+}
+
+test_timeout_kills_the_agent_and_records_it() {
+    cat > "$T/to.yaml" <<'EOF'
+version: 1
+name: timeout-test
+limits:
+  timeout: 500ms
+EOF
+    rc=0; guard --isolation "$ISO" --name to1 --policy "$T/to.yaml" -- sh -c 'sleep 30 & sleep 30' 2>/dev/null || rc=$?
+    assert_eq $rc 137 "exit status"
+    expect_row agent=to1 op=kill "reason~timeout"
+}
+
+run_tests
