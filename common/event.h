@@ -1,14 +1,25 @@
 /*
- * event.h — one audit event, and the agent-side emitter.
+ * event.h — one audit event, its record encoding, the shared-memory ring
+ * that carries it out of the agent, and the agent-side emitter.
  *
- * (The audit-path work owns this file: it adds the record encoding, the ring
- * layout and the daemon side.  The declarations below are what the preload
- * and sbx-guard call, and keep their meaning.)
+ * An agent process reports events with sbx_emit().  The first call creates a
+ * per-process ring (a sealed memfd, mmap'ed MAP_SHARED) and hands it, with an
+ * eventfd, to sbx-auditd over events.sock once (SCM_RIGHTS + SCM_CREDENTIALS,
+ * plus the agent id and token).  After that an event is a copy into shared
+ * memory: no system call, no allocation, no lock.  The daemon maps the same
+ * pages, so an event whose sbx_emit() returned 0 survives SIGKILL of the
+ * process.  The record encoding and the ring layout below are shared by the
+ * emitter (common/emit.c) and the daemon (auditd/); the daemon treats every
+ * byte of a ring as hostile input.
+ *
+ * Memory: sbx_emit_init() copies its strings into static storage; nothing
+ * here allocates.  Errors: 0 / -1 (emitter), sizes / 0 (encoding).
  */
 #ifndef SBX_EVENT_H
 #define SBX_EVENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ops.h"
@@ -47,5 +58,129 @@ int sbx_emit(const struct sbx_event_desc *ev);
 /* True once the daemon has soft-killed this agent: every further guarded
  * call must fail with EPERM.  One atomic load. */
 bool sbx_emit_killed(void);
+
+/* Added: why the last sbx_emit() returned -1 (static text, for messages). */
+const char *sbx_emit_error(void);
+
+/* ---- record encoding (emitter, daemon, tests) --------------------------- */
+
+/* Longest strings a record keeps, in bytes without the NUL.  A target of
+ * PATH_MAX (4096 with the NUL) is never cut; a longer target (long command
+ * lines) is cut at 8 KiB.  Cut strings end with SBX_EV_CUT_MARK and the
+ * record carries SBX_EVF_TRUNCATED. */
+#define SBX_EV_TARGET_MAX   8192u
+#define SBX_EV_TARGET2_MAX  4096u
+#define SBX_EV_TEXT_MAX     1024u   /* rule, reason */
+#define SBX_EV_CUT_MARK     "...[cut]"
+
+enum { SBX_EV_TARGET = 0, SBX_EV_TARGET2, SBX_EV_RULE, SBX_EV_REASON, SBX_EV_NSTR };
+
+/* The fixed head of an encoded record; the four strings follow it without
+ * NULs, in enum order.  Native byte order: producer and daemon share one
+ * machine. */
+struct sbx_rec_hdr {
+    uint64_t ts_ns;             /* CLOCK_REALTIME */
+    uint32_t total;             /* header + strings, bytes */
+    uint32_t flags;             /* SBX_EVF_* */
+    int32_t err;
+    uint8_t op, decision, layer, has;   /* has: bit i = string i was non-NULL */
+    uint16_t len[SBX_EV_NSTR];
+};
+
+#define SBX_REC_MAX (sizeof(struct sbx_rec_hdr) + SBX_EV_TARGET_MAX + \
+                     SBX_EV_TARGET2_MAX + 2 * SBX_EV_TEXT_MAX)
+
+/* An encoding plan: the header and up to 9 pieces (header, 4 strings, 4 cut
+ * markers) whose concatenation is the record.  Filled by sbx_event_plan. */
+struct sbx_rec_plan {
+    struct sbx_rec_hdr hdr;
+    const void *seg[1 + 2 * SBX_EV_NSTR];
+    uint32_t seglen[1 + 2 * SBX_EV_NSTR];
+    unsigned nseg;
+};
+
+/* Plans the encoding of EV stamped TS_NS (strings are read, never written;
+ * each is cut to its maximum, at a UTF-8 character boundary).  Returns the
+ * record size (hdr.total). */
+uint32_t sbx_event_plan(const struct sbx_event_desc *ev, uint64_t ts_ns,
+                        struct sbx_rec_plan *plan);
+
+/* Encodes EV into BUF; returns the size, or 0 if BUFSZ is too small. */
+size_t sbx_event_encode(const struct sbx_event_desc *ev, uint64_t ts_ns,
+                        void *buf, size_t bufsz);
+
+/* A decoded record: strings point into the buffer and are NOT NUL-terminated
+ * (str[i] is NULL when the event had no such string). */
+struct sbx_event_view {
+    uint64_t ts_ns;
+    enum sbx_op op;
+    enum sbx_decision decision;
+    enum sbx_layer layer;
+    uint32_t flags;
+    int err;
+    const char *str[SBX_EV_NSTR];
+    uint32_t len[SBX_EV_NSTR];
+};
+
+/* Checks and decodes the N bytes at BUF (untrusted: every length, enum and
+ * byte is checked; a NUL inside a string is refused).  0, or -1 (EINVAL). */
+int sbx_event_decode(const void *buf, size_t n, struct sbx_event_view *out);
+
+/* CLOCK_REALTIME in ns (vDSO: no system call). */
+uint64_t sbx_now_ns(void);
+
+/* ---- the ring ------------------------------------------------------------ */
+
+/* Slot size: 256 bytes, 240 of payload.  A typical event (a workspace path of
+ * 40-120 bytes, a rule of ~30, a short reason, 32 bytes of header) fits one
+ * slot; a record spans as many consecutive slots as it needs (a PATH_MAX
+ * path takes 18), so nothing is cut below the maxima above while the common
+ * event costs one 256-byte copy and one commit store.  4096 slots = 1 MiB per
+ * process: ~4000 typical events of slack while the daemon is busy. */
+#define SBX_RING_MAGIC     0x53425852u   /* "SBXR" */
+#define SBX_RING_VERSION   1u
+#define SBX_RING_SLOT      256u
+#define SBX_RING_PAYLOAD   (SBX_RING_SLOT - 16u)
+#define SBX_RING_SLOTS     4096u         /* power of two */
+#define SBX_RING_HDR_SIZE  4096u
+#define SBX_RING_BYTES     (SBX_RING_HDR_SIZE + SBX_RING_SLOTS * SBX_RING_SLOT)
+#define SBX_RING_FIRST     0x80000000u   /* slot info: first slot of a record */
+#define SBX_RING_MAX_SPAN  ((SBX_REC_MAX + SBX_RING_PAYLOAD - 1) / SBX_RING_PAYLOAD)
+
+/* A slot is committed for position P when seq == P + 1 (release store by
+ * the producer after the payload; acquire load by the daemon).  A value
+ * left from an earlier lap is P + 1 - SLOTS, so stale slots never look
+ * committed. */
+struct sbx_ring_slot {
+    _Atomic uint64_t seq;
+    uint32_t info;          /* SBX_RING_FIRST | span (first slot), or index */
+    uint32_t len;           /* payload bytes used in this slot */
+    unsigned char data[SBX_RING_PAYLOAD];
+};
+
+/* The header page.  head: next free position (producers reserve with a CAS,
+ * see emit.c for why not fetch_add); tail: first position the daemon has not
+ * consumed (written only by the daemon).  Counters are 64-bit and never wrap
+ * in practice.  The daemon keeps its own tail and never trusts these words. */
+struct sbx_ring_hdr {
+    uint32_t magic, version, nslots, slot_size;
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;
+    _Alignas(64) _Atomic uint32_t sleeping;  /* daemon: 1 = wake me (eventfd) */
+    _Atomic uint32_t killed;    /* daemon: agent soft-killed */
+    _Atomic uint32_t gone;      /* daemon: I stopped reading this ring */
+    _Atomic uint32_t space;     /* futex word: bumped when the daemon frees slots */
+    _Atomic uint32_t waiters;   /* producers sleeping on `space` */
+};
+
+/* The registration message a process sends on events.sock (SOCK_SEQPACKET)
+ * with SCM_RIGHTS {memfd, eventfd} and SCM_CREDENTIALS.  The daemon answers
+ * with one message: "ok" or "error: TEXT". */
+#define SBX_REG_MAGIC "SBXRING1"
+struct sbx_ring_reg {
+    char magic[8];
+    char agent_id[64];      /* run id, NUL-terminated */
+    char token[72];         /* secret, NUL-terminated */
+};
 
 #endif

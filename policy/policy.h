@@ -99,6 +99,9 @@ struct policy_rule {
     int port_lo, port_hi;       /* -1 for any port */
 };
 
+/* The section name of list L: "files.read.allow", ..., "protect". */
+const char *policy_list_name(enum policy_list l);
+
 /* The rules of list L in file order; *out points into the policy. */
 size_t policy_rules(const struct policy *p, enum policy_list l,
                     const struct policy_rule **out);
@@ -168,7 +171,7 @@ int policy_path_expand(const struct policy *p, const char *path, char *out, size
 bool policy_glob_match(const char *pattern, const char *path);
 
 /* The longest leading directory of an absolute glob without a wildcard:
- * "/usr/**" -> "/usr", "/a/b*c/d" -> "/a", "/etc/hosts" -> "/etc/hosts". */
+ * "/usr/ **" -> "/usr", "/a/b*c/d" -> "/a", "/etc/hosts" -> "/etc/hosts". */
 int policy_glob_root(const char *pattern, char *out, size_t outsz);
 
 /* ---- everything else the policy says ----------------------------------- */

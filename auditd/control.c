@@ -1,0 +1,549 @@
+/*
+ * control.c — control.sock: agent registration by sbx-guard, guard events,
+ * exits, kills, sync (protocol in ctl.h).  Every request is answered; a
+ * malformed one gets ERR and the connection keeps being served.
+ */
+#include <errno.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <bsd/stdlib.h>
+#include <bsd/string.h>
+
+#include "daemon.h"
+
+#define KILL_TIMEOUT_MS 5000
+#define KILL_RESEND_MS  1000
+
+static char inbuf[SBX_CTL_MAX + 1];
+static struct sbx_msgbuf outbuf;
+
+static void send_out(struct conn *c)
+{
+    if (outbuf.overflow) {
+        sbx_msg_start(&outbuf, "ERR");
+        sbx_msg_add(&outbuf, "msg", "reply too large");
+    }
+    if (send(c->fd, outbuf.buf, outbuf.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        daemon_log("control: reply to pid %d lost: %s", (int)c->pid, strerror(errno));
+}
+
+static void reply_err(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply_err(struct conn *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sbx_msg_start(&outbuf, "ERR");
+    sbx_msg_add(&outbuf, "msg", msg);
+    send_out(c);
+}
+
+static void reply_ok(struct conn *c)
+{
+    sbx_msg_start(&outbuf, "OK");
+    send_out(c);
+}
+
+/* "alice (uid 1000) pid 4242" */
+static void who(const struct conn *c, char *out, size_t outsz)
+{
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    getpwuid_r(c->uid, &pw, buf, sizeof buf, &res);
+    snprintf(out, outsz, "%s (uid %u) pid %d", res ? res->pw_name : "?", (unsigned)c->uid,
+             (int)c->pid);
+}
+
+/* Appends a lifecycle row written by the daemon itself. */
+static int append_life(struct daemon *d, enum sbx_op op, enum sbx_decision dec, struct agent *a,
+                       pid_t pid, uid_t uid, const char *target, const char *target2,
+                       const char *rule, const char *reason)
+{
+    struct sbx_event_desc ev = { .op = op, .decision = dec, .layer = SBX_LAYER_SBX,
+                                 .target = target, .target2 = target2, .rule = rule,
+                                 .reason = reason };
+    size_t n = sbx_event_encode(&ev, sbx_now_ns(), d->scratch, sizeof d->scratch);
+    struct sbx_event_view v;
+    if (n == 0 || sbx_event_decode(d->scratch, n, &v) < 0)
+        return -1;
+    return daemon_append_view(d, &v, a ? a->name : NULL, a ? a->run_id : NULL, pid, uid);
+}
+
+static struct agent *running_agent(struct daemon *d, const char *name)
+{
+    for (struct agent *a = d->agents; a; a = a->next)
+        if (!a->ended && a->guard && strcmp(a->name, name) == 0)
+            return a;
+    return NULL;
+}
+
+void agent_maybe_free(struct daemon *d, struct agent *a)
+{
+    if (!a->ended || a->nrings > 0 || a->kill || a->guard)
+        return;
+    for (struct agent **pp = &d->agents; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    free(a);
+}
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (*p <= ' ' || *p >= 127 || *p == '/')
+            return false;
+    return true;
+}
+
+static void random_hex(char *out, size_t nbytes)
+{
+    unsigned char b[64];
+    arc4random_buf(b, nbytes);
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    static const char *const keys[] = { "name", "policy_name", "policy_sha256", "policy_file",
+                                        "workspace", "command", "layers", "guard_pid", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    if (c->agent)
+        return reply_err(c, "this connection already registered agent '%s'", c->agent->name);
+    const char *name = sbx_msg_get(m, "name");
+    if (!name || !*name)
+        return reply_err(c, "an agent needs a name");
+    if (!name_ok(name))
+        return reply_err(c, "bad agent name (1-64 printable characters, no spaces or '/')");
+    if (running_agent(d, name))
+        return reply_err(c, "an agent named '%s' is already running", name);
+    const char *gp = sbx_msg_get(m, "guard_pid");
+    const char *e = NULL;
+    long long guard_pid = gp ? strtonum(gp, 0, 0x7fffffff, &e) : c->pid;
+    if (e)
+        return reply_err(c, "guard_pid: %s", e);
+
+    struct agent *a = calloc(1, sizeof *a);
+    if (!a)
+        return reply_err(c, "out of memory");
+    strlcpy(a->name, name, sizeof a->name);
+    random_hex(a->run_id, 6);
+    random_hex(a->token, 32);
+    a->uid = c->uid;
+    a->guard_pid = (pid_t)guard_pid;
+
+    rings_drain(d, 0, false);
+    const char *pname = sbx_msg_get(m, "policy_name"), *psha = sbx_msg_get(m, "policy_sha256");
+    const char *layers = sbx_msg_get(m, "layers"), *cmd = sbx_msg_get(m, "command");
+    const char *ws = sbx_msg_get(m, "workspace");
+    struct audit_agent row = {
+        .name = a->name, .run_id = a->run_id, .policy_name = pname, .policy_sha256 = psha,
+        .policy_file = sbx_msg_get(m, "policy_file"), .workspace = ws, .command = cmd,
+        .layers = layers, .uid = c->uid, .guard_pid = guard_pid,
+        .started_ns = (int64_t)sbx_now_ns(),
+    };
+    char reason[512];
+    snprintf(reason, sizeof reason, "policy %s sha256 %s; layers %s", pname ? pname : "-",
+             psha ? psha : "-", layers ? layers : "-");
+    if (audit_store_agent_start(d->store, &row) < 0 ||
+        append_life(d, SBX_OP_START, SBX_ALLOW, a, a->guard_pid, c->uid, cmd, ws, pname,
+                    reason) < 0 ||
+        daemon_commit(d, true) < 0) {
+        free(a);
+        return reply_err(c, "audit store: cannot record the start: %s",
+                         audit_store_errmsg(d->store));
+    }
+    a->guard = c;
+    c->agent = a;
+    a->next = d->agents;
+    d->agents = a;
+    daemon_log("agent %s registered: run %s, guard pid %d", a->name, a->run_id, (int)guard_pid);
+    sbx_msg_start(&outbuf, "OK");
+    sbx_msg_add(&outbuf, "run_id", a->run_id);
+    sbx_msg_add(&outbuf, "token", a->token);
+    send_out(c);
+}
+
+static bool lifecycle(enum sbx_op op)
+{
+    return op == SBX_OP_START || op == SBX_OP_EXIT || op == SBX_OP_KILL ||
+           op == SBX_OP_POLICY_ERROR;
+}
+
+static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    static const char *const keys[] = { "op", "decision", "layer", "flags", "err", "target",
+                                        "target2", "rule", "reason", "pid", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    if (!c->agent)
+        return reply_err(c, "EVENT needs a registered agent on this connection");
+    const char *op = sbx_msg_get(m, "op"), *dec = sbx_msg_get(m, "decision");
+    const char *layer = sbx_msg_get(m, "layer"), *v;
+    int opn = op ? sbx_op_parse(op) : -1;
+    int ln = layer ? sbx_layer_parse(layer) : SBX_LAYER_SBX;
+    if (opn < 0)
+        return reply_err(c, "bad or missing op");
+    if (!dec || (strcmp(dec, "allow") != 0 && strcmp(dec, "deny") != 0))
+        return reply_err(c, "decision must be allow or deny");
+    if (ln < 0)
+        return reply_err(c, "bad layer");
+    struct sbx_event_desc ev = {
+        .op = (enum sbx_op)opn, .decision = strcmp(dec, "deny") == 0 ? SBX_DENY : SBX_ALLOW,
+        .layer = (enum sbx_layer)ln, .target = sbx_msg_get(m, "target"),
+        .target2 = sbx_msg_get(m, "target2"), .rule = sbx_msg_get(m, "rule"),
+        .reason = sbx_msg_get(m, "reason"),
+    };
+    const char *e = NULL;
+    long long pid = c->pid;
+    if ((v = sbx_msg_get(m, "flags")))
+        ev.flags = (uint32_t)strtonum(v, 0, 0xffffffffLL, &e);
+    if (!e && (v = sbx_msg_get(m, "err")))
+        ev.err = (int)strtonum(v, -4096, 4096, &e);
+    if (!e && (v = sbx_msg_get(m, "pid")))
+        pid = strtonum(v, 1, 0x7fffffff, &e);
+    if (e)
+        return reply_err(c, "bad number: %s", e);
+    /* Through the record encoding, so that long strings are cut exactly as
+     * the rings cut them. */
+    size_t n = sbx_event_encode(&ev, sbx_now_ns(), d->scratch, sizeof d->scratch);
+    struct sbx_event_view view;
+    if (n == 0 || sbx_event_decode(d->scratch, n, &view) < 0)
+        return reply_err(c, "event does not encode");
+    if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START)
+        rings_drain(d, 0, false);
+    if (daemon_append_view(d, &view, c->agent->name, c->agent->run_id, pid, c->uid) < 0 ||
+        daemon_commit(d, lifecycle(ev.op)) < 0)
+        return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
+    reply_ok(c);
+}
+
+static void end_agent(struct daemon *d, struct agent *a, int status, const char *detail,
+                      pid_t pid, uid_t uid)
+{
+    char reason[64];
+    snprintf(reason, sizeof reason, "exit status %d", status);
+    rings_drain(d, 0, false);
+    if (append_life(d, SBX_OP_EXIT, SBX_ALLOW, a, pid, uid, detail, NULL, NULL, reason) < 0 ||
+        audit_store_agent_end(d->store, a->run_id, (int64_t)sbx_now_ns(), status, detail) < 0 ||
+        daemon_commit(d, true) < 0)
+        daemon_log("agent %s: cannot record its end: %s", a->name,
+                   audit_store_errmsg(d->store));
+    a->ended = true;
+    daemon_log("agent %s ended: %s", a->name, detail);
+}
+
+static void do_exit(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    static const char *const keys[] = { "status", "detail", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    if (!c->agent || c->agent->ended)
+        return reply_err(c, "EXIT needs a running agent registered on this connection");
+    const char *s = sbx_msg_get(m, "status"), *e = NULL;
+    int status = s ? (int)strtonum(s, -1, 255, &e) : -1;
+    if (!s || e)
+        return reply_err(c, "bad or missing status");
+    const char *detail = sbx_msg_get(m, "detail");
+    end_agent(d, c->agent, status, detail && *detail ? detail : "exited", c->pid, c->uid);
+    reply_ok(c);
+}
+
+/* ---- kills --------------------------------------------------------------- */
+
+static void kill_finish(struct killreq *kr)
+{
+    if (kr->from) {
+        kr->from->kill = NULL;
+        if (kr->failed)
+            reply_err(kr->from, "%s", kr->result);
+        else {
+            sbx_msg_start(&outbuf, "OK");
+            sbx_msg_add(&outbuf, "result", kr->result);
+            send_out(kr->from);
+        }
+    }
+    free(kr);
+}
+
+static void kill_note(struct killreq *kr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void kill_note(struct killreq *kr, const char *fmt, ...)
+{
+    size_t len = strlen(kr->result);
+    if (len && len + 2 < sizeof kr->result) {
+        strlcat(kr->result, "; ", sizeof kr->result);
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(kr->result + len, sizeof kr->result - len, fmt, ap);
+    va_end(ap);
+}
+
+static void send_cmd(struct agent *a, const char *kind, uint64_t req)
+{
+    sbx_msg_start(&outbuf, "CMD");
+    sbx_msg_add(&outbuf, "kind", kind);
+    sbx_msg_add(&outbuf, "by", a->cmd_by);
+    sbx_msg_add(&outbuf, "reason", a->cmd_reason);
+    sbx_msg_addf(&outbuf, "req", "%llu", (unsigned long long)req);
+    if (a->guard)
+        send_out(a->guard);
+}
+
+/* A hard kill of A is over (confirmed, failed, timed out, guard gone). */
+static void kill_target_done(struct daemon *d, struct agent *a, bool ok, const char *detail)
+{
+    struct killreq *kr = a->kill;
+    a->kill = NULL;
+    if (ok)
+        kill_note(kr, "killed %s%s%s%s", a->name, detail && *detail ? " (" : "",
+                  detail && *detail ? detail : "", detail && *detail ? ")" : "");
+    else {
+        kill_note(kr, "%s: %s", a->name, detail);
+        kr->failed = true;
+    }
+    if (--kr->outstanding == 0)
+        kill_finish(kr);
+    agent_maybe_free(d, a);
+}
+
+static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    static const char *const keys[] = { "name", "all", "soft", "reason", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    if (c->kill)
+        return reply_err(c, "a kill is already in progress on this connection");
+    const char *name = sbx_msg_get(m, "name"), *all = sbx_msg_get(m, "all");
+    const char *soft_s = sbx_msg_get(m, "soft"), *reason = sbx_msg_get(m, "reason");
+    bool to_all = all && strcmp(all, "1") == 0;
+    if ((!name || !*name) == !to_all)
+        return reply_err(c, "KILL needs a name or all=1");
+    bool soft = soft_s && strcmp(soft_s, "1") == 0;
+    if (!reason || !*reason)
+        reason = "(no reason given)";
+    struct agent *targets[256];
+    int nt = 0;
+    for (struct agent *a = d->agents; a && nt < 256; a = a->next)
+        if (!a->ended && a->guard && (to_all || strcmp(a->name, name) == 0))
+            targets[nt++] = a;
+    if (nt == 0)
+        return to_all ? reply_err(c, "no running agents")
+                      : reply_err(c, "no running agent named '%s'", name);
+    for (int i = 0; i < nt; i++)
+        if (targets[i]->kill)
+            return reply_err(c, "a kill of '%s' is already in progress", targets[i]->name);
+
+    char by[200];
+    who(c, by, sizeof by);
+    /* The record comes first and is durable before anyone is told. */
+    rings_drain(d, 0, false);
+    bool recorded = true;
+    for (int i = 0; i < nt; i++) {
+        char why[512];
+        snprintf(why, sizeof why, "by %s: %s", by, reason);
+        if (append_life(d, SBX_OP_KILL, SBX_DENY, targets[i], c->pid, c->uid, targets[i]->name,
+                        NULL, soft ? "sbx-kill --soft" : "sbx-kill", why) < 0 ||
+            audit_store_agent_killed(d->store, targets[i]->run_id, by, reason) < 0)
+            recorded = false;
+    }
+    if (!recorded || daemon_commit(d, true) < 0) {
+        /* Stopping the agent matters more than the record of it: go on,
+         * and say so. */
+        daemon_log("KILL NOT RECORDED (%s); carrying it out anyway",
+                   audit_store_errmsg(d->store));
+        recorded = false;
+    }
+    daemon_log("kill%s requested by %s for %s%s: %s", soft ? " (soft)" : "", by,
+               to_all ? "all agents" : name, recorded ? "" : " [not recorded]", reason);
+    struct killreq *kr = calloc(1, sizeof *kr);
+    if (!kr)
+        return reply_err(c, "out of memory");
+    kr->deadline_ms = daemon_now_ms() + KILL_TIMEOUT_MS;
+    for (int i = 0; i < nt; i++) {
+        struct agent *a = targets[i];
+        strlcpy(a->cmd_by, by, sizeof a->cmd_by);
+        strlcpy(a->cmd_reason, reason, sizeof a->cmd_reason);
+        if (soft) {
+            a->soft_killed = true;
+            rings_set_killed(d, a);
+            send_cmd(a, "soft", ++d->next_req);
+            kill_note(kr, "soft-killed %s", a->name);
+        } else {
+            a->kill = kr;
+            a->cmd_req = ++d->next_req;
+            a->cmd_sent_ms = daemon_now_ms();
+            kr->outstanding++;
+            send_cmd(a, "hard", a->cmd_req);
+        }
+    }
+    if (!recorded)
+        kill_note(kr, "WARNING: the kill could not be recorded in the audit store");
+    kr->from = c;
+    c->kill = kr;
+    if (kr->outstanding == 0)
+        kill_finish(kr);
+}
+
+static void do_done(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    const char *req = sbx_msg_get(m, "req"), *res = sbx_msg_get(m, "result");
+    const char *detail = sbx_msg_get(m, "detail");
+    struct agent *a = c->agent;
+    if (!a || !a->kill || !req || strtoull(req, NULL, 10) != a->cmd_req)
+        return;     /* a late or repeated confirmation: nothing waits for it */
+    bool ok = res && strcmp(res, "0") == 0;
+    kill_target_done(d, a, ok, ok ? detail : (detail && *detail ? detail : "the guard failed"));
+}
+
+void ctl_tick(struct daemon *d)
+{
+    uint64_t now = daemon_now_ms();
+    for (struct agent *a = d->agents, *next; a; a = next) {
+        next = a->next;
+        if (!a->kill)
+            continue;
+        if (now >= a->kill->deadline_ms) {
+            kill_target_done(d, a, false, "kill recorded and sent, but its guard did not "
+                             "confirm within 5 s");
+        } else if (now - a->cmd_sent_ms >= KILL_RESEND_MS) {
+            a->cmd_sent_ms = now;
+            send_cmd(a, "hard", a->cmd_req);
+        }
+    }
+}
+
+static void do_sync(struct daemon *d, struct conn *c)
+{
+    for (int i = 0; i < 1000 && rings_drain(d, 0, false) > 0; i++)
+        if (daemon_commit(d, false) < 0)
+            break;
+    if (daemon_commit(d, false) < 0)
+        return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
+    sbx_msg_start(&outbuf, "OK");
+    sbx_msg_addf(&outbuf, "last_id", "%lld", (long long)audit_store_last_id(d->store));
+    send_out(c);
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static void conn_close(struct daemon *d, struct conn *c)
+{
+    struct agent *a = c->agent;
+    if (a) {
+        a->guard = NULL;
+        if (!a->ended)
+            end_agent(d, a, -1, "guard connection lost", c->pid, c->uid);
+        if (a->kill)
+            kill_target_done(d, a, true, "its guard exited");
+        agent_maybe_free(d, a);
+    }
+    if (c->kill)
+        c->kill->from = NULL;
+    for (struct conn **pp = &d->conns; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    close(c->fd);
+    free(c);
+}
+
+void ctl_accept(struct daemon *d)
+{
+    for (;;) {
+        int fd = accept4(d->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                daemon_log("control.sock: accept: %s", strerror(errno));
+            return;
+        }
+        struct ucred cr;
+        socklen_t len = sizeof cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+            (cr.uid != d->uid && cr.uid != 0)) {
+            char why[160];
+            snprintf(why, sizeof why, "refused a control connection from uid %u pid %d",
+                     (unsigned)cr.uid, (int)cr.pid);
+            daemon_log("%s", why);
+            if (append_life(d, SBX_OP_KILL, SBX_DENY, NULL, cr.pid, cr.uid, "control.sock",
+                            NULL, "control.sock: same uid or root", why) == 0)
+                daemon_commit(d, true);
+            close(fd);
+            continue;
+        }
+        struct conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->uid = cr.uid;
+        c->pid = cr.pid;
+        c->ep = (struct ep){ EP_CONN, c };
+        if (daemon_epoll_add(d, fd, &c->ep, EPOLLIN | EPOLLRDHUP) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = d->conns;
+        d->conns = c;
+    }
+}
+
+void conn_on_event(struct daemon *d, struct conn *c, uint32_t events)
+{
+    if (events & EPOLLIN) {
+        struct iovec iov = { .iov_base = inbuf, .iov_len = SBX_CTL_MAX };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0)
+            return conn_close(d, c);
+        if (mh.msg_flags & MSG_TRUNC)
+            return reply_err(c, "message larger than %d bytes", SBX_CTL_MAX);
+        struct sbx_msg m;
+        char err[256];
+        if (sbx_msg_parse(inbuf, (size_t)n, &m, err, sizeof err) < 0)
+            return reply_err(c, "malformed message: %s", err);
+        if (strcmp(m.verb, "REGISTER") == 0)
+            do_register(d, c, &m);
+        else if (strcmp(m.verb, "EVENT") == 0)
+            do_event(d, c, &m);
+        else if (strcmp(m.verb, "EXIT") == 0)
+            do_exit(d, c, &m);
+        else if (strcmp(m.verb, "DONE") == 0)
+            do_done(d, c, &m);
+        else if (strcmp(m.verb, "KILL") == 0)
+            do_kill(d, c, &m);
+        else if (strcmp(m.verb, "SYNC") == 0)
+            do_sync(d, c);
+        else
+            reply_err(c, "unknown request '%s'", m.verb);
+        return;
+    }
+    if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
+        conn_close(d, c);
+}

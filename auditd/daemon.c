@@ -1,0 +1,336 @@
+/*
+ * daemon.c — sbx-auditd's event loop: sockets, signals, the batch and
+ * commit policy, shutdown (see daemon.h).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "daemon.h"
+#include "paths.h"
+
+/* Commit policy.  A batch is committed when the rings run dry, when it
+ * holds BATCH_ROWS rows, when a ring has half its slots consumed but not yet
+ * committed (its producers would soon wait), or BATCH_MS after it began.
+ * Big batches are what make ingest fast; the 50 ms bound keeps `tail`
+ * current under a steady trickle. */
+#define BATCH_ROWS      20000
+#define BATCH_MS        50
+#define DRAIN_BUDGET    4096        /* records per ring per loop turn */
+#define RETRY_MS        1000        /* after a failed commit */
+#define PRUNE_EVERY_MS  3600000
+
+uint64_t daemon_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void daemon_log(const char *fmt, ...)
+{
+    char msg[1024], when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s sbx-auditd[%d]: %s\n", when, (int)getpid(), msg);
+}
+
+int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events)
+{
+    struct epoll_event e = { .events = events, .data.ptr = ep };
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+        daemon_log("epoll_ctl: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const char *agent,
+                       const char *run_id, int64_t pid, int64_t uid)
+{
+    /* SQLite wants NUL-terminated text: copy the strings out of the
+     * record.  The buffer is sized for the largest record. */
+    static char buf[SBX_REC_MAX + SBX_EV_NSTR];
+    const char *s[SBX_EV_NSTR];
+    size_t off = 0;
+    for (int i = 0; i < SBX_EV_NSTR; i++) {
+        if (!v->str[i]) {
+            s[i] = NULL;
+            continue;
+        }
+        memcpy(buf + off, v->str[i], v->len[i]);
+        buf[off + v->len[i]] = '\0';
+        s[i] = buf + off;
+        off += v->len[i] + 1;
+    }
+    struct audit_row row = {
+        .ts_ns = (int64_t)v->ts_ns, .agent = agent, .run_id = run_id, .pid = pid, .uid = uid,
+        .op = sbx_op_name(v->op), .target = s[SBX_EV_TARGET], .target2 = s[SBX_EV_TARGET2],
+        .decision = sbx_decision_name(v->decision), .rule = s[SBX_EV_RULE],
+        .reason = s[SBX_EV_REASON], .layer = sbx_layer_name(v->layer), .err = v->err,
+        .flags = v->flags,
+    };
+    if (audit_store_pending(d->store) == 0)
+        d->batch_started_ms = daemon_now_ms();
+    if (audit_store_append(d->store, &row) < 0) {
+        /* The commit will fail too and rewind the rings; say it once. */
+        daemon_log("audit store: %s", audit_store_errmsg(d->store));
+        return -1;
+    }
+    return 0;
+}
+
+int daemon_commit(struct daemon *d, bool durable)
+{
+    if (audit_store_commit(d->store, durable) < 0) {
+        uint64_t now = daemon_now_ms();
+        if (now - d->last_fail_log_ms >= 5000 || d->last_fail_log_ms == 0) {
+            daemon_log("AUDIT STORE COMMIT FAILED: %s; events stay in the agents' rings "
+                       "and are retried every %d ms (agents block, then fail closed, when "
+                       "their rings fill)", audit_store_errmsg(d->store), RETRY_MS);
+            d->last_fail_log_ms = now;
+        }
+        rings_rewind(d);
+        d->store_retry_ms = now + RETRY_MS;
+        return -1;
+    }
+    rings_publish(d);
+    int64_t head = audit_store_last_id(d->store);
+    uint64_t now = daemon_now_ms();
+    if (head != d->logged_head && (durable || now - d->last_head_log_ms >= 60000)) {
+        daemon_log("chain head: row %lld", (long long)head);
+        d->logged_head = head;
+        d->last_head_log_ms = now;
+    }
+    return 0;
+}
+
+static int listen_on(const char *path, mode_t mode, bool passcred)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return -1;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strlcpy(sa.sun_path, path, sizeof sa.sun_path);
+    int one = 1;
+    if (passcred)
+        setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+    /* We hold the pid-file lock, so a socket file left here is stale. */
+    unlink(path);
+    if (bind(s, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(path, mode) < 0 ||
+        listen(s, 128) < 0) {
+        int e = errno;
+        close(s);
+        errno = e;
+        return -1;
+    }
+    return s;
+}
+
+static void maybe_prune(struct daemon *d)
+{
+    if (!d->retain_ns || daemon_now_ms() < d->next_prune_ms)
+        return;
+    d->next_prune_ms = daemon_now_ms() + PRUNE_EVERY_MS;
+    if (daemon_commit(d, false) < 0)
+        return;
+    int64_t n = 0;
+    int64_t before = (int64_t)sbx_now_ns() - d->retain_ns;
+    if (audit_store_prune(d->store, before, &n) < 0)
+        daemon_log("retention: %s", audit_store_errmsg(d->store));
+    else if (n)
+        daemon_log("retention: pruned %lld rows", (long long)n);
+}
+
+static void handle(struct daemon *d, struct epoll_event *e)
+{
+    struct ep *ep = e->data.ptr;
+    switch (ep->kind) {
+    case EP_EVENTS_LISTEN:
+        rings_accept(d);
+        break;
+    case EP_CTL_LISTEN:
+        ctl_accept(d);
+        break;
+    case EP_SIGNAL: {
+        struct signalfd_siginfo si;
+        while (read(d->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                daemon_log("signal %u: draining and stopping", si.ssi_signo);
+                d->stopping = true;
+            }
+        }
+        break;
+    }
+    case EP_RING_SOCK:
+        ring_on_sock(d, ep->obj, e->events);
+        break;
+    case EP_RING_EFD:
+        ring_on_efd(ep->obj);
+        break;
+    case EP_RING_PIDFD:
+        ring_on_exit(d, ep->obj);
+        break;
+    case EP_CONN:
+        conn_on_event(d, ep->obj, e->events);
+        break;
+    }
+}
+
+/* One turn: drain, commit by policy, then wait for work. */
+static void turn(struct daemon *d)
+{
+    uint64_t now = daemon_now_ms();
+    size_t got = 0;
+    if (now >= d->store_retry_ms)
+        got = rings_drain(d, DRAIN_BUDGET, false);
+    size_t pending = audit_store_pending(d->store);
+    if (pending && (got == 0 || pending >= BATCH_ROWS ||
+                    rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
+                    now - d->batch_started_ms >= BATCH_MS))
+        daemon_commit(d, false);
+    rings_reap(d);
+    ctl_tick(d);
+    maybe_prune(d);
+
+    int timeout = 0;
+    bool slept = false;
+    if (got == 0 && audit_store_pending(d->store) == 0) {
+        /* Idle: ask producers to wake us, unless one slipped in. */
+        if (rings_prepare_sleep(d))
+            timeout = 0;
+        else
+            timeout = now < d->store_retry_ms ? (int)(d->store_retry_ms - now) : 1000;
+        slept = true;
+    } else if (now < d->store_retry_ms) {
+        timeout = (int)(d->store_retry_ms - now);
+    }
+    /* Pending kills need the tick at least every 100 ms. */
+    for (struct agent *a = d->agents; a; a = a->next)
+        if (a->kill && (timeout == -1 || timeout > 100))
+            timeout = 100;
+    struct epoll_event ev[64];
+    int n = epoll_wait(d->epfd, ev, 64, timeout);
+    if (slept)
+        rings_wake(d);
+    for (int i = 0; i < n; i++)
+        handle(d, &ev[i]);
+}
+
+static void close_listeners(struct daemon *d)
+{
+    if (d->ev_listen >= 0) {
+        unlink(d->events_path);
+        close(d->ev_listen);
+        d->ev_listen = -1;
+    }
+    if (d->ctl_listen >= 0) {
+        unlink(d->ctl_path);
+        close(d->ctl_listen);
+        d->ctl_listen = -1;
+    }
+}
+
+static void shutdown_all(struct daemon *d)
+{
+    /* No new rings (a producer that sees `gone` tries to re-register: it
+     * must find no socket rather than wait for our answer). */
+    close_listeners(d);
+    /* Stop the producers first (they see `gone` and report failure from
+     * then on), then take everything they committed before that. */
+    rings_mark_gone(d);
+    for (int tries = 0; tries < 50; tries++) {
+        while (rings_drain(d, 0, true) > 0) {
+            if (daemon_commit(d, false) < 0)
+                break;
+        }
+        if (daemon_commit(d, true) == 0)
+            break;
+        struct timespec ts = { 0, 100000000 };
+        nanosleep(&ts, NULL);
+    }
+    if (audit_store_pending(d->store))
+        daemon_log("stopping with %zu rows that could not be committed",
+                   audit_store_pending(d->store));
+    daemon_log("stopped; chain head row %lld", (long long)audit_store_last_id(d->store));
+}
+
+int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
+{
+    struct daemon *d = calloc(1, sizeof *d);
+    char err[1024];
+    int rc = 1;
+    if (!d)
+        return 1;
+    d->uid = geteuid();
+    d->retain_ns = retain_ns;
+    d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
+    if ((size_t)snprintf(d->events_path, sizeof d->events_path, "%s/%s", runtime_dir,
+                         SBX_EVENTS_SOCK) >= sizeof d->events_path ||
+        (size_t)snprintf(d->ctl_path, sizeof d->ctl_path, "%s/%s", runtime_dir,
+                         SBX_CONTROL_SOCK) >= sizeof d->ctl_path) {
+        daemon_log("%s: path too long for a socket", runtime_dir);
+        goto out;
+    }
+    if (audit_store_open(db_path, false, &d->store, err, sizeof err) < 0) {
+        daemon_log("%s", err);
+        goto out;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d->epfd = epoll_create1(EPOLL_CLOEXEC);
+    d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    d->ev_listen = listen_on(d->events_path, 0600, true);
+    if (d->ev_listen < 0) {
+        daemon_log("%s: %s", d->events_path, strerror(errno));
+        goto out;
+    }
+    d->ctl_listen = listen_on(d->ctl_path, 0600, false);
+    if (d->epfd < 0 || d->sigfd < 0 || d->ctl_listen < 0) {
+        daemon_log("%s: %s", d->ctl_path, strerror(errno));
+        goto out;
+    }
+    d->ep_ev = (struct ep){ EP_EVENTS_LISTEN, NULL };
+    d->ep_ctl = (struct ep){ EP_CTL_LISTEN, NULL };
+    d->ep_sig = (struct ep){ EP_SIGNAL, NULL };
+    if (daemon_epoll_add(d, d->ev_listen, &d->ep_ev, EPOLLIN) < 0 ||
+        daemon_epoll_add(d, d->ctl_listen, &d->ep_ctl, EPOLLIN) < 0 ||
+        daemon_epoll_add(d, d->sigfd, &d->ep_sig, EPOLLIN) < 0)
+        goto out;
+    d->logged_head = audit_store_last_id(d->store);
+    daemon_log("serving %s and %s; store %s (chain head row %lld)", d->events_path,
+               d->ctl_path, db_path, (long long)d->logged_head);
+    while (!d->stopping)
+        turn(d);
+    shutdown_all(d);
+    rc = 0;
+out:
+    close_listeners(d);
+    audit_store_close(d->store);
+    /* Rings, agents and connections die with the process. */
+    return rc;
+}

@@ -1,0 +1,152 @@
+/*
+ * daemon.h — sbx-auditd's insides: the event loop (daemon.c), the agents'
+ * rings (rings.c) and the control socket (control.c).  One thread, one
+ * epoll loop, a timer by way of epoll_wait's timeout; no framework.
+ *
+ * Life of an event: a producer commits it into its ring; the loop drains
+ * rings into the open store batch; a commit makes the batch durable in the
+ * WAL and only then publishes each ring's new tail, so a slot is reused only
+ * after its event is in the store.  A failed commit rolls back and rewinds
+ * the rings: nothing is lost, producers wait (and after 2 s fail closed).
+ *
+ * Memory: the daemon owns every struct here; agents are freed when ended
+ * and ringless, rings when their process is gone and their events are
+ * committed.  Functions return 0 / -1 and log what went wrong.
+ */
+#ifndef SBX_AUDIT_DAEMON_H
+#define SBX_AUDIT_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ctl.h"
+#include "event.h"
+#include "store.h"
+
+enum ep_kind { EP_EVENTS_LISTEN, EP_CTL_LISTEN, EP_SIGNAL, EP_RING_SOCK, EP_RING_EFD,
+               EP_RING_PIDFD, EP_CONN };
+
+/* What an epoll registration points at. */
+struct ep {
+    enum ep_kind kind;
+    void *obj;
+};
+
+struct agent;
+struct conn;
+
+struct ring {
+    struct ring *next;
+    struct ep ep_sock, ep_efd, ep_pid;
+    int sock, efd, pidfd;
+    struct sbx_ring_hdr *hdr;   /* NULL until registered */
+    struct sbx_ring_slot *slots;
+    uint64_t tail;              /* consumed (in the open batch) */
+    uint64_t committed;         /* consumed and committed: published */
+    pid_t pid;
+    uid_t uid;
+    struct agent *agent;
+    bool dead;                  /* its process exited: final drain, then free */
+    bool broken;                /* header corrupt: not read any more */
+};
+
+/* A kill request from sbx-kill, waiting for guards to confirm. */
+struct killreq {
+    struct conn *from;          /* NULL if the requester went away */
+    int outstanding;
+    bool failed;
+    uint64_t deadline_ms;
+    char result[1024];
+};
+
+struct agent {
+    struct agent *next;
+    char name[128], run_id[40], token[72];
+    struct conn *guard;         /* NULL once the guard's connection ended */
+    bool ended;
+    bool soft_killed;
+    int nrings;
+    uid_t uid;
+    pid_t guard_pid;
+    /* a hard kill in progress */
+    struct killreq *kill;
+    uint64_t cmd_req;
+    uint64_t cmd_sent_ms;
+    char cmd_by[64], cmd_reason[256];
+};
+
+struct conn {
+    struct conn *next;
+    struct ep ep;
+    int fd;
+    uid_t uid;
+    pid_t pid;
+    struct agent *agent;        /* the agent this guard registered */
+    struct killreq *kill;       /* a kill this client waits for */
+    bool closing;
+};
+
+struct daemon {
+    int epfd, sigfd, ev_listen, ctl_listen;
+    struct ep ep_ev, ep_ctl, ep_sig;
+    struct audit_store *store;
+    struct ring *rings;
+    struct agent *agents;
+    struct conn *conns;
+    char events_path[108], ctl_path[108];
+    uid_t uid;
+    bool stopping;
+    uint64_t batch_started_ms;
+    uint64_t store_retry_ms;    /* after a failed commit: not before this */
+    uint64_t last_fail_log_ms;
+    uint64_t next_req;
+    int64_t retain_ns;          /* 0: keep everything */
+    uint64_t next_prune_ms;
+    uint64_t last_head_log_ms;
+    int64_t logged_head;
+    unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
+};
+
+/* daemon.c */
+uint64_t daemon_now_ms(void);
+void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
+int daemon_commit(struct daemon *d, bool durable);
+int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
+/* Sets up sockets and the store; runs until SIGTERM.  Exit status. */
+int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
+
+/* rings.c */
+void rings_accept(struct daemon *d);
+void ring_on_sock(struct daemon *d, struct ring *r, uint32_t events);
+void ring_on_efd(struct ring *r);
+void ring_on_exit(struct daemon *d, struct ring *r);
+/* Drains every ring into the open batch, at most BUDGET records per ring
+ * (0: no limit).  FINAL: the writers are gone; skip uncommitted slots.
+ * Returns records taken. */
+size_t rings_drain(struct daemon *d, size_t budget, bool final);
+/* The largest consumed-but-uncommitted span of any ring, in slots. */
+uint64_t rings_uncommitted(const struct daemon *d);
+void rings_publish(struct daemon *d);
+void rings_rewind(struct daemon *d);
+/* Frees rings whose process is gone and whose events are committed. */
+void rings_reap(struct daemon *d);
+/* Sleep protocol: set `sleeping` on every ring; true if any has work. */
+bool rings_prepare_sleep(struct daemon *d);
+void rings_wake(struct daemon *d);
+void rings_set_killed(struct daemon *d, struct agent *a);
+/* Marks every ring gone (shutdown). */
+void rings_mark_gone(struct daemon *d);
+/* Appends one event row from a decoded record. */
+int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const char *agent,
+                       const char *run_id, int64_t pid, int64_t uid);
+
+/* control.c */
+void ctl_accept(struct daemon *d);
+void conn_on_event(struct daemon *d, struct conn *c, uint32_t events);
+/* Periodic work: kill re-sends and timeouts. */
+void ctl_tick(struct daemon *d);
+void agent_maybe_free(struct daemon *d, struct agent *a);
+
+#endif

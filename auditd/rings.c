@@ -1,0 +1,398 @@
+/*
+ * rings.c — the daemon's side of the per-process event rings: registration
+ * on events.sock, draining, publishing the tail, the sleep handshake.
+ *
+ * Everything in a ring is written by the agent, which may be hostile: the
+ * header's counters are never trusted (the daemon keeps its own tail), every
+ * record is copied out before it is checked, and the memfd must be sealed
+ * against shrinking (so a mapping can never SIGBUS the daemon).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "daemon.h"
+
+#define MASK (SBX_RING_SLOTS - 1)
+
+void rings_accept(struct daemon *d)
+{
+    for (;;) {
+        int fd = accept4(d->ev_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                daemon_log("events.sock: accept: %s", strerror(errno));
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+        struct ring *r = calloc(1, sizeof *r);
+        if (!r) {
+            close(fd);
+            continue;
+        }
+        r->sock = fd;
+        r->efd = r->pidfd = -1;
+        r->ep_sock = (struct ep){ EP_RING_SOCK, r };
+        r->ep_efd = (struct ep){ EP_RING_EFD, r };
+        r->ep_pid = (struct ep){ EP_RING_PIDFD, r };
+        if (daemon_epoll_add(d, fd, &r->ep_sock, EPOLLIN | EPOLLRDHUP) < 0) {
+            close(fd);
+            free(r);
+            continue;
+        }
+        r->next = d->rings;
+        d->rings = r;
+    }
+}
+
+static void reply(int fd, const char *msg)
+{
+    if (send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        daemon_log("events.sock: reply failed: %s", strerror(errno));
+}
+
+/* Compares the N bytes without an early exit (the token is a secret). */
+static bool same_secret(const char *a, const char *b, size_t n)
+{
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+static struct agent *agent_by_run_id(struct daemon *d, const char *id)
+{
+    for (struct agent *a = d->agents; a; a = a->next)
+        if (strcmp(a->run_id, id) == 0)
+            return a;
+    return NULL;
+}
+
+/* Handles the one registration message.  On failure the ring is marked
+ * dead without a mapping and freed by rings_reap. */
+static void ring_register(struct daemon *d, struct ring *r)
+{
+    struct sbx_ring_reg reg;
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { .iov_base = &reg, .iov_len = sizeof reg };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                         .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+    int fds[4], nfds = 0;
+    struct ucred cred = { .pid = 0 };
+    bool have_cred = false;
+    const char *why = NULL;
+    void *map = MAP_FAILED;
+
+    ssize_t n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < k && nfds < 4; i++)
+                memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+                   c->cmsg_len >= CMSG_LEN(sizeof cred)) {
+            memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            have_cred = true;
+        }
+    }
+    if (n != (ssize_t)sizeof reg || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+        memcmp(reg.magic, SBX_REG_MAGIC, sizeof reg.magic) != 0 || nfds != 2 || !have_cred) {
+        why = "error: malformed ring registration";
+        goto fail;
+    }
+    reg.agent_id[sizeof reg.agent_id - 1] = '\0';
+    reg.token[sizeof reg.token - 1] = '\0';
+    struct agent *a = agent_by_run_id(d, reg.agent_id);
+    /* Constant-time compare: the token is the only thing that ties a
+     * process to an agent. */
+    if (!a || strlen(reg.token) != strlen(a->token) ||
+        !same_secret(reg.token, a->token, strlen(a->token))) {
+        daemon_log("refused a ring from pid %d uid %u: unknown agent id or wrong token",
+                   (int)cred.pid, (unsigned)cred.uid);
+        why = "error: unknown agent id or wrong token";
+        goto fail;
+    }
+    struct stat sb;
+    int seals = fcntl(fds[0], F_GET_SEALS);
+    if (fstat(fds[0], &sb) < 0 || sb.st_size != SBX_RING_BYTES || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+        why = "error: ring memory is not a sealed memfd of the right size";
+        goto fail;
+    }
+    map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (map == MAP_FAILED) {
+        why = "error: cannot map the ring";
+        goto fail;
+    }
+    struct sbx_ring_hdr *h = map;
+    if (h->magic != SBX_RING_MAGIC || h->version != SBX_RING_VERSION ||
+        h->nslots != SBX_RING_SLOTS || h->slot_size != SBX_RING_SLOT) {
+        why = "error: ring header mismatch";
+        goto fail;
+    }
+    /* The agent may exit at any time; pidfd_open on the kernel-verified pid
+     * while it still waits for our reply (so the pid is still its own). */
+    int pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+    r->hdr = h;
+    r->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
+    r->efd = fds[1];
+    r->pidfd = pidfd;
+    r->pid = cred.pid;
+    r->uid = cred.uid;
+    r->agent = a;
+    a->nrings++;
+    /* A re-registered ring (its previous daemon stopped) resumes at the
+     * published tail, if that is sane. */
+    uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail);
+    r->tail = r->committed = (tail <= head && head - tail <= SBX_RING_SLOTS) ? tail : head;
+    atomic_store(&h->killed, a->soft_killed ? 1u : 0u);
+    atomic_store(&h->sleeping, 0u);
+    atomic_store(&h->gone, 0u);
+    daemon_epoll_add(d, r->efd, &r->ep_efd, EPOLLIN);
+    if (pidfd >= 0)
+        daemon_epoll_add(d, pidfd, &r->ep_pid, EPOLLIN);
+    else
+        daemon_log("pidfd_open(%d): %s; the ring ends with its socket", (int)cred.pid,
+                   strerror(errno));
+    close(fds[0]);
+    reply(r->sock, "ok");
+    return;
+fail:
+    if (map != MAP_FAILED)
+        munmap(map, SBX_RING_BYTES);
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (why)
+        reply(r->sock, why);
+    r->dead = true;
+    epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
+}
+
+void ring_on_sock(struct daemon *d, struct ring *r, uint32_t events)
+{
+    if (!r->hdr && !r->dead && (events & EPOLLIN)) {
+        ring_register(d, r);
+        return;
+    }
+    if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) {
+        /* The process exec'd or closed the descriptor: stop watching the
+         * socket.  Without a pidfd this is the only end we learn of. */
+        epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
+        if (!r->hdr || r->pidfd < 0)
+            r->dead = true;
+    } else if (events & EPOLLIN) {
+        char junk[64];
+        if (recv(r->sock, junk, sizeof junk, MSG_DONTWAIT) == 0)
+            epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
+    }
+}
+
+void ring_on_efd(struct ring *r)
+{
+    uint64_t v;
+    ssize_t n = read(r->efd, &v, sizeof v);
+    (void)n;
+}
+
+void ring_on_exit(struct daemon *d, struct ring *r)
+{
+    epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->pidfd, NULL);
+    r->dead = true;
+}
+
+/* Takes the record at r->tail if it is complete.  1 taken (or skipped as
+ * garbage), 0 not ready. */
+static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
+{
+    uint64_t t = r->tail;
+    struct sbx_ring_slot *s = &r->slots[t & MASK];
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != t + 1)
+        goto not_ready;
+    uint32_t info = s->info;
+    uint32_t span = info & 0xffffu;
+    if (!(info & SBX_RING_FIRST) || span == 0 || span > SBX_RING_MAX_SPAN || t + span > head)
+        goto garbage;
+    for (uint32_t i = 1; i < span; i++)
+        if (atomic_load_explicit(&r->slots[(t + i) & MASK].seq, memory_order_acquire) != t + i + 1)
+            goto not_ready;
+    size_t len = 0;
+    for (uint32_t i = 0; i < span; i++) {
+        struct sbx_ring_slot *si = &r->slots[(t + i) & MASK];
+        uint32_t l = si->len;
+        if (l > SBX_RING_PAYLOAD)
+            goto garbage;
+        memcpy(d->scratch + len, si->data, l);
+        len += l;
+    }
+    r->tail = t + span;
+    struct sbx_event_view v;
+    if (sbx_event_decode(d->scratch, len, &v) < 0) {
+        daemon_log("agent %s pid %d: malformed record skipped", r->agent->name, (int)r->pid);
+        return 1;
+    }
+    /* A ring speaks for the guard layer inside the agent (the preload may
+     * also relay a kernel denial it saw).  Lifecycle rows are written by the
+     * daemon alone: an agent cannot forge a start, exit or kill. */
+    if (v.layer != SBX_LAYER_KERNEL)
+        v.layer = SBX_LAYER_GUARD;
+    if (v.op == SBX_OP_START || v.op == SBX_OP_EXIT || v.op == SBX_OP_KILL) {
+        daemon_log("agent %s pid %d: lifecycle record from a ring ignored", r->agent->name,
+                   (int)r->pid);
+        return 1;
+    }
+    daemon_append_view(d, &v, r->agent->name, r->agent->run_id, r->pid, r->uid);
+    return 1;
+not_ready:
+    if (!final)
+        return 0;
+garbage:
+    /* Only a dead or hostile writer leaves this: step over one slot. */
+    r->tail = t + 1;
+    return 1;
+}
+
+size_t rings_drain(struct daemon *d, size_t budget, bool final)
+{
+    size_t taken = 0;
+    for (struct ring *r = d->rings; r; r = r->next) {
+        if (!r->hdr || r->broken)
+            continue;
+        bool fin = final || r->dead;
+        uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+        if (head < r->tail || head - r->committed > SBX_RING_SLOTS) {
+            daemon_log("agent %s pid %d: ring counters corrupt; ring abandoned",
+                       r->agent->name, (int)r->pid);
+            r->broken = true;
+            continue;
+        }
+        size_t n = 0;
+        /* Never consume more than a ring's worth past the committed tail:
+         * those slots are not ours until the commit publishes them. */
+        while (r->tail < head && (!budget || n < budget) &&
+               r->tail - r->committed < SBX_RING_SLOTS) {
+            if (!take_one(d, r, head, fin))
+                break;
+            n++;
+        }
+        taken += n;
+    }
+    return taken;
+}
+
+uint64_t rings_uncommitted(const struct daemon *d)
+{
+    uint64_t m = 0;
+    for (const struct ring *r = d->rings; r; r = r->next)
+        if (r->tail - r->committed > m)
+            m = r->tail - r->committed;
+    return m;
+}
+
+void rings_publish(struct daemon *d)
+{
+    for (struct ring *r = d->rings; r; r = r->next) {
+        if (!r->hdr || r->committed == r->tail)
+            continue;
+        r->committed = r->tail;
+        atomic_store_explicit(&r->hdr->tail, r->tail, memory_order_release);
+        if (atomic_load(&r->hdr->waiters)) {
+            atomic_fetch_add(&r->hdr->space, 1);
+            syscall(SYS_futex, &r->hdr->space, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+        }
+    }
+}
+
+void rings_rewind(struct daemon *d)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        r->tail = r->committed;
+}
+
+static void ring_free(struct daemon *d, struct ring *r)
+{
+    if (r->hdr) {
+        atomic_store(&r->hdr->gone, 1u);
+        munmap(r->hdr, SBX_RING_BYTES);
+    }
+    if (r->sock >= 0)
+        close(r->sock);     /* closing drops it from epoll too */
+    if (r->efd >= 0)
+        close(r->efd);
+    if (r->pidfd >= 0)
+        close(r->pidfd);
+    if (r->agent) {
+        r->agent->nrings--;
+        agent_maybe_free(d, r->agent);
+    }
+    free(r);
+}
+
+void rings_reap(struct daemon *d)
+{
+    for (struct ring **pp = &d->rings; *pp;) {
+        struct ring *r = *pp;
+        bool done = r->dead && (!r->hdr || r->broken ||
+                    (r->committed == r->tail &&
+                     r->tail >= atomic_load(&r->hdr->head)));
+        if (done) {
+            *pp = r->next;
+            ring_free(d, r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
+bool rings_prepare_sleep(struct daemon *d)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->hdr && !r->broken)
+            atomic_store(&r->hdr->sleeping, 1u);
+    /* Pairs with the producer's fence after its commit (emit.c). */
+    atomic_thread_fence(memory_order_seq_cst);
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->hdr && !r->broken &&
+            (atomic_load(&r->hdr->head) != r->tail || r->dead))
+            return true;
+    return false;
+}
+
+void rings_wake(struct daemon *d)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->hdr && !r->broken)
+            atomic_store_explicit(&r->hdr->sleeping, 0u, memory_order_relaxed);
+}
+
+void rings_set_killed(struct daemon *d, struct agent *a)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->hdr && r->agent == a)
+            atomic_store(&r->hdr->killed, 1u);
+}
+
+void rings_mark_gone(struct daemon *d)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->hdr)
+            atomic_store(&r->hdr->gone, 1u);
+    atomic_thread_fence(memory_order_seq_cst);
+}

@@ -1,0 +1,502 @@
+/* store.c — opening the store, appending chained rows, batches (see store.h). */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sha2.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "paths.h"
+#include "store_int.h"
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS agents("
+    " id INTEGER PRIMARY KEY, name TEXT NOT NULL, run_id TEXT NOT NULL UNIQUE,"
+    " policy_name TEXT, policy_sha256 TEXT, policy_file TEXT, workspace TEXT, command TEXT,"
+    " uid INTEGER, guard_pid INTEGER, layers TEXT, started INTEGER, ended INTEGER,"
+    " exit_status INTEGER, exit_detail TEXT, killed_by TEXT, kill_reason TEXT);"
+    "CREATE TABLE IF NOT EXISTS events("
+    " id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, agent TEXT, run_id TEXT,"
+    " pid INTEGER, uid INTEGER, op TEXT NOT NULL, target TEXT, target2 TEXT,"
+    " decision TEXT NOT NULL, rule TEXT, reason TEXT, layer TEXT, errno INTEGER,"
+    " flags INTEGER, prev_hash BLOB NOT NULL, hash BLOB NOT NULL);"
+    /* Two indexes only: every one costs ingest speed.  --agent uses the
+     * first; --since the second; decision and op filters scan what those
+     * leave (or the newest rows, with --limit). */
+    "CREATE INDEX IF NOT EXISTS events_agent ON events(agent);"
+    "CREATE INDEX IF NOT EXISTS events_ts ON events(ts);"
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);";
+
+void store_set_err(struct audit_store *st, const char *what)
+{
+    snprintf(st->errmsg, sizeof st->errmsg, "%s: %s", what,
+             st->db ? sqlite3_errmsg(st->db) : "no database");
+}
+
+const char *audit_store_errmsg(const struct audit_store *st)
+{
+    return st->errmsg;
+}
+
+struct sqlite3 *audit_store_db(struct audit_store *st)
+{
+    return st->db;
+}
+
+const char *audit_store_head_path(const struct audit_store *st)
+{
+    return st->head;
+}
+
+int64_t audit_store_last_id(const struct audit_store *st)
+{
+    return st->last_id;
+}
+
+size_t audit_store_pending(const struct audit_store *st)
+{
+    return st->in_txn ? st->pending : 0;
+}
+
+/* Reads the chain's end: the last row, else the last pruned row (meta). */
+static int load_chain_head(struct audit_store *st)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+    st->last_id = 0;
+    memset(st->last_hash, 0, sizeof st->last_hash);
+    if (sqlite3_prepare_v2(st->db, "SELECT id, hash FROM events ORDER BY id DESC LIMIT 1",
+                           -1, &q, NULL) != SQLITE_OK)
+        goto out;
+    int s = sqlite3_step(q);
+    if (s == SQLITE_ROW) {
+        st->last_id = sqlite3_column_int64(q, 0);
+        if (sqlite3_column_bytes(q, 1) == AUDIT_HASH_LEN)
+            memcpy(st->last_hash, sqlite3_column_blob(q, 1), AUDIT_HASH_LEN);
+        rc = 0;
+        goto out;
+    }
+    if (s != SQLITE_DONE)
+        goto out;
+    rc = store_pruned_anchor(st, &st->last_id, st->last_hash);
+out:
+    if (rc < 0)
+        store_set_err(st, "reading the chain head");
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[AUDIT_HASH_LEN])
+{
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+    *id = 0;
+    memset(hash, 0, AUDIT_HASH_LEN);
+    if (sqlite3_prepare_v2(st->db, "SELECT key, value FROM meta WHERE key IN "
+                           "('pruned_id','pruned_hash')", -1, &q, NULL) != SQLITE_OK)
+        goto out;
+    int s;
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(q, 0);
+        if (k && strcmp(k, "pruned_id") == 0)
+            *id = sqlite3_column_int64(q, 1);
+        else if (k && sqlite3_column_bytes(q, 1) == AUDIT_HASH_LEN)
+            memcpy(hash, sqlite3_column_blob(q, 1), AUDIT_HASH_LEN);
+    }
+    rc = s == SQLITE_DONE ? 0 : -1;
+out:
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int prepare(struct audit_store *st)
+{
+    static const char ins[] =
+        "INSERT INTO events(id,ts,agent,run_id,pid,uid,op,target,target2,decision,rule,"
+        "reason,layer,errno,flags,prev_hash,hash) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    static const char ag[] =
+        "INSERT INTO agents(name,run_id,policy_name,policy_sha256,policy_file,workspace,"
+        "command,uid,guard_pid,layers,started) VALUES(?,?,?,?,?,?,?,?,?,?,?)";
+    static const char end[] =
+        "UPDATE agents SET ended=?, exit_status=?, exit_detail=? WHERE run_id=?";
+    static const char kill[] =
+        "UPDATE agents SET killed_by=?, kill_reason=? WHERE run_id=?";
+    if (sqlite3_prepare_v3(st->db, ins, -1, SQLITE_PREPARE_PERSISTENT, &st->ins, NULL) ||
+        sqlite3_prepare_v3(st->db, ag, -1, SQLITE_PREPARE_PERSISTENT, &st->agent_ins, NULL) ||
+        sqlite3_prepare_v3(st->db, end, -1, SQLITE_PREPARE_PERSISTENT, &st->agent_end, NULL) ||
+        sqlite3_prepare_v3(st->db, kill, -1, SQLITE_PREPARE_PERSISTENT, &st->agent_kill, NULL)) {
+        store_set_err(st, "preparing statements");
+        return -1;
+    }
+    return 0;
+}
+
+int audit_store_open(const char *path, bool readonly, struct audit_store **out,
+                     char *err, size_t errsz)
+{
+    struct audit_store *st = calloc(1, sizeof *st);
+    if (!st) {
+        snprintf(err, errsz, "out of memory");
+        return -1;
+    }
+    st->ro = readonly;
+    if (strlcpy(st->path, path, sizeof st->path) >= sizeof st->path ||
+        (size_t)snprintf(st->head, sizeof st->head, "%s.head", path) >= sizeof st->head) {
+        snprintf(err, errsz, "%s: path too long", path);
+        goto fail;
+    }
+    int flags;
+    if (readonly) {
+        if (access(path, F_OK) < 0) {
+            snprintf(err, errsz, "no audit store at %s (nothing recorded yet?)", path);
+            goto fail;
+        }
+        flags = SQLITE_OPEN_READONLY;
+    } else {
+        /* The store's directory is private: the agent (same uid, but
+         * confined) and other users have no business there. */
+        char dir[4096];
+        strlcpy(dir, path, sizeof dir);
+        char *d = dirname(dir);
+        if (sbx_mkdir_p(d, 0700) < 0) {
+            snprintf(err, errsz, "cannot create %s: %s", d, strerror(errno));
+            goto fail;
+        }
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            snprintf(err, errsz, "cannot open %s: %s", path, strerror(errno));
+            goto fail;
+        }
+        close(fd);
+        flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    }
+    if (sqlite3_open_v2(path, &st->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        snprintf(err, errsz, "cannot open %s: %s", path,
+                 st->db ? sqlite3_errmsg(st->db) : "out of memory");
+        goto fail;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    if (!readonly) {
+        /* WAL: readers never block the writer.  NORMAL: a commit is
+         * atomic and survives a process crash; only a power loss can take
+         * the last commits (durable commits switch to FULL). */
+        const char *pragmas =
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+            "PRAGMA cache_size=-32768; PRAGMA temp_store=MEMORY;";
+        if (sqlite3_exec(st->db, pragmas, NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(st->db, schema, NULL, NULL, NULL) != SQLITE_OK) {
+            snprintf(err, errsz, "cannot initialise %s: %s", path, sqlite3_errmsg(st->db));
+            goto fail;
+        }
+        if (prepare(st) < 0 || load_chain_head(st) < 0) {
+            snprintf(err, errsz, "%s", st->errmsg);
+            goto fail;
+        }
+    } else {
+        sqlite3_stmt *q = NULL;
+        int ok = sqlite3_prepare_v2(st->db, "SELECT 1 FROM events LIMIT 1", -1, &q, NULL) == SQLITE_OK;
+        sqlite3_finalize(q);
+        if (!ok) {
+            snprintf(err, errsz, "%s is not an sbx audit store: %s", path, sqlite3_errmsg(st->db));
+            goto fail;
+        }
+    }
+    memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
+    st->t_id = st->last_id;
+    *out = st;
+    return 0;
+fail:
+    audit_store_close(st);
+    return -1;
+}
+
+void audit_store_close(struct audit_store *st)
+{
+    if (!st)
+        return;
+    if (st->in_txn)
+        audit_store_rollback(st);
+    sqlite3_finalize(st->ins);
+    sqlite3_finalize(st->agent_ins);
+    sqlite3_finalize(st->agent_end);
+    sqlite3_finalize(st->agent_kill);
+    if (st->db)
+        sqlite3_close(st->db);
+    free(st->canon);
+    free(st);
+}
+
+/* ---- the chain ----------------------------------------------------------- */
+
+struct canon { unsigned char *p; size_t n, cap; };
+
+static void put_bytes(struct canon *c, const void *src, size_t n)
+{
+    if (c->n + n > c->cap)
+        return;     /* cannot happen: the buffer is sized for the row */
+    memcpy(c->p + c->n, src, n);
+    c->n += n;
+}
+
+static void put_u64(struct canon *c, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (56 - 8 * i));
+    put_bytes(c, b, 8);
+}
+
+/* A string as a 32-bit big-endian length and its bytes; NULL as length
+ * 0xffffffff, so that NULL and "" hash differently. */
+static void put_str(struct canon *c, const char *s, size_t len)
+{
+    unsigned char b[4];
+    uint32_t v = s ? (uint32_t)len : 0xffffffffu;
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(v >> (24 - 8 * i));
+    put_bytes(c, b, 4);
+    if (s)
+        put_bytes(c, s, len);
+}
+
+/* The canonical bytes: "sbx-row-v1", then id, ts, agent, run_id, pid, uid,
+ * op, target, target2, decision, rule, reason, layer, errno, flags in that
+ * order (integers 64-bit big-endian).  Changing this invalidates every
+ * stored chain: add a new version instead. */
+void audit_row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
+                    unsigned char out[AUDIT_HASH_LEN])
+{
+    const char *s[9] = { r->agent, r->run_id, r->op, r->target, r->target2,
+                         r->decision, r->rule, r->reason, r->layer };
+    size_t len[9], need = AUDIT_HASH_LEN + 16 + 6 * 8 + 9 * 4;
+    for (int i = 0; i < 9; i++) {
+        len[i] = s[i] ? strlen(s[i]) : 0;
+        need += len[i];
+    }
+    unsigned char stackbuf[2048];
+    struct canon c = { stackbuf, 0, sizeof stackbuf };
+    if (need > sizeof stackbuf) {
+        c.p = malloc(need);
+        c.cap = need;
+        if (!c.p) {     /* cannot hash: yields a hash verify will flag */
+            memset(out, 0, AUDIT_HASH_LEN);
+            return;
+        }
+    }
+    put_bytes(&c, prev, AUDIT_HASH_LEN);
+    put_bytes(&c, "sbx-row-v1", 10);
+    put_u64(&c, (uint64_t)r->id);
+    put_u64(&c, (uint64_t)r->ts_ns);
+    put_str(&c, s[0], len[0]);
+    put_str(&c, s[1], len[1]);
+    put_u64(&c, (uint64_t)r->pid);
+    put_u64(&c, (uint64_t)r->uid);
+    for (int i = 2; i < 9; i++)
+        put_str(&c, s[i], len[i]);
+    put_u64(&c, (uint64_t)r->err);
+    put_u64(&c, (uint64_t)r->flags);
+    SHA2_CTX ctx;
+    SHA256Init(&ctx);
+    SHA256Update(&ctx, c.p, c.n);
+    SHA256Final(out, &ctx);
+    if (c.p != stackbuf)
+        free(c.p);
+}
+
+/* ---- batches ------------------------------------------------------------- */
+
+static int begin(struct audit_store *st)
+{
+    if (st->in_txn)
+        return 0;
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        store_set_err(st, "BEGIN");
+        return -1;
+    }
+    st->in_txn = true;
+    st->pending = 0;
+    st->t_id = st->last_id;
+    memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
+    return 0;
+}
+
+static void bind_text(sqlite3_stmt *q, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(q, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, i);
+}
+
+int audit_store_append(struct audit_store *st, struct audit_row *r)
+{
+    if (begin(st) < 0)
+        return -1;
+    r->id = st->t_id + 1;
+    memcpy(r->prev_hash, st->t_hash, AUDIT_HASH_LEN);
+    audit_row_hash(r->prev_hash, r, r->hash);
+    sqlite3_stmt *q = st->ins;
+    sqlite3_bind_int64(q, 1, r->id);
+    sqlite3_bind_int64(q, 2, r->ts_ns);
+    bind_text(q, 3, r->agent);
+    bind_text(q, 4, r->run_id);
+    sqlite3_bind_int64(q, 5, r->pid);
+    sqlite3_bind_int64(q, 6, r->uid);
+    bind_text(q, 7, r->op);
+    bind_text(q, 8, r->target);
+    bind_text(q, 9, r->target2);
+    bind_text(q, 10, r->decision);
+    bind_text(q, 11, r->rule);
+    bind_text(q, 12, r->reason);
+    bind_text(q, 13, r->layer);
+    sqlite3_bind_int64(q, 14, r->err);
+    sqlite3_bind_int64(q, 15, r->flags);
+    sqlite3_bind_blob(q, 16, r->prev_hash, AUDIT_HASH_LEN, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 17, r->hash, AUDIT_HASH_LEN, SQLITE_STATIC);
+    int s = sqlite3_step(q);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    if (s != SQLITE_DONE) {
+        store_set_err(st, "inserting an event");
+        return -1;
+    }
+    st->t_id = r->id;
+    memcpy(st->t_hash, r->hash, AUDIT_HASH_LEN);
+    st->pending++;
+    return 0;
+}
+
+static int step_done(struct audit_store *st, sqlite3_stmt *q, const char *what)
+{
+    int s = sqlite3_step(q);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    if (s != SQLITE_DONE) {
+        store_set_err(st, what);
+        return -1;
+    }
+    st->pending++;
+    return 0;
+}
+
+int audit_store_agent_start(struct audit_store *st, const struct audit_agent *a)
+{
+    if (begin(st) < 0)
+        return -1;
+    sqlite3_stmt *q = st->agent_ins;
+    bind_text(q, 1, a->name);
+    bind_text(q, 2, a->run_id);
+    bind_text(q, 3, a->policy_name);
+    bind_text(q, 4, a->policy_sha256);
+    bind_text(q, 5, a->policy_file);
+    bind_text(q, 6, a->workspace);
+    bind_text(q, 7, a->command);
+    sqlite3_bind_int64(q, 8, a->uid);
+    sqlite3_bind_int64(q, 9, a->guard_pid);
+    bind_text(q, 10, a->layers);
+    sqlite3_bind_int64(q, 11, a->started_ns);
+    return step_done(st, q, "recording an agent");
+}
+
+int audit_store_agent_end(struct audit_store *st, const char *run_id, int64_t ended_ns,
+                          int status, const char *detail)
+{
+    if (begin(st) < 0)
+        return -1;
+    sqlite3_stmt *q = st->agent_end;
+    sqlite3_bind_int64(q, 1, ended_ns);
+    sqlite3_bind_int(q, 2, status);
+    bind_text(q, 3, detail);
+    bind_text(q, 4, run_id);
+    return step_done(st, q, "recording an agent's end");
+}
+
+int audit_store_agent_killed(struct audit_store *st, const char *run_id, const char *by,
+                             const char *reason)
+{
+    if (begin(st) < 0)
+        return -1;
+    sqlite3_stmt *q = st->agent_kill;
+    bind_text(q, 1, by);
+    bind_text(q, 2, reason);
+    bind_text(q, 3, run_id);
+    return step_done(st, q, "recording a kill");
+}
+
+void audit_store_rollback(struct audit_store *st)
+{
+    if (!st->in_txn)
+        return;
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    st->in_txn = false;
+    st->pending = 0;
+    st->t_id = st->last_id;
+    memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
+}
+
+/* Rewrites the head file: write a temporary, then rename over (atomic for
+ * readers).  DURABLE syncs the file and the directory. */
+static int write_head(struct audit_store *st, bool durable)
+{
+    char tmp[sizeof st->head + 8], hex[2 * AUDIT_HASH_LEN + 1], buf[200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", st->head);
+    for (int i = 0; i < AUDIT_HASH_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", st->last_hash[i]);
+    int n = snprintf(buf, sizeof buf, "sbx-audit-head 1\nid %lld\nhash %s\n",
+                     (long long)st->last_id, hex);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        goto fail;
+    if (write(fd, buf, (size_t)n) != n || (durable && fsync(fd) < 0)) {
+        close(fd);
+        goto fail;
+    }
+    close(fd);
+    if (rename(tmp, st->head) < 0)
+        goto fail;
+    if (durable) {
+        char dir[sizeof st->path];
+        strlcpy(dir, st->path, sizeof dir);
+        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return 0;
+fail:
+    if (snprintf(st->errmsg, sizeof st->errmsg, "writing %s: %s", st->head, strerror(errno)) < 0)
+        st->errmsg[0] = '\0';
+    return -1;
+}
+
+int audit_store_commit(struct audit_store *st, bool durable)
+{
+    if (!st->in_txn)
+        return durable ? write_head(st, true) : 0;
+    if (durable)
+        sqlite3_exec(st->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+    int s = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+    if (durable)
+        sqlite3_exec(st->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    if (s != SQLITE_OK) {
+        store_set_err(st, "COMMIT");
+        audit_store_rollback(st);
+        return -1;
+    }
+    st->in_txn = false;
+    st->pending = 0;
+    st->last_id = st->t_id;
+    memcpy(st->last_hash, st->t_hash, AUDIT_HASH_LEN);
+    /* The rows are committed; a head file that fails to update only makes
+     * verify report "head behind", which the next commit repairs. */
+    return write_head(st, durable) < 0 && durable ? -1 : 0;
+}

@@ -1,0 +1,123 @@
+/*
+ * store.h — the audit store: a SQLite database in WAL mode holding the
+ * agents and their events, each event row chained to the one before it by
+ * SHA-256 (hash = SHA-256(prev_hash || canonical bytes of the row)).
+ *
+ * The writer (sbx-auditd, one per store) appends rows inside a transaction
+ * (audit_store_append assigns id, prev_hash and hash) and commits in
+ * batches; each commit also rewrites the head file (DB + ".head": last id
+ * and hash) atomically by rename.  Readers (sbx-audit) open the store
+ * read-only and never block the writer (WAL).  `verify` recomputes the
+ * chain from the last pruned row (meta table) to the end and compares the
+ * head file.
+ *
+ * Memory: the store owns everything it allocates; strings a caller passes
+ * are copied by SQLite before the call returns; rows handed to a query
+ * callback are valid only during the callback.  Errors: 0 / -1, with a
+ * message in the caller's ERR buffer where there is one, else logged via
+ * audit_store_errmsg().
+ */
+#ifndef SBX_AUDIT_STORE_H
+#define SBX_AUDIT_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AUDIT_HASH_LEN 32
+
+struct audit_store;
+struct sqlite3;
+
+/* One events row.  Text fields may be NULL (stored as NULL). */
+struct audit_row {
+    int64_t id;                 /* assigned by audit_store_append */
+    int64_t ts_ns;              /* CLOCK_REALTIME ns */
+    const char *agent, *run_id;
+    int64_t pid, uid;
+    const char *op;             /* ops.h names */
+    const char *target, *target2;
+    const char *decision;       /* "allow" | "deny" */
+    const char *rule, *reason;
+    const char *layer;          /* "guard" | "kernel" | "supervisor" | "sbx" */
+    int64_t err;
+    int64_t flags;
+    unsigned char prev_hash[AUDIT_HASH_LEN], hash[AUDIT_HASH_LEN];
+};
+
+/* One agents row (what sbx-guard registered). */
+struct audit_agent {
+    const char *name, *run_id, *policy_name, *policy_sha256, *policy_file;
+    const char *workspace, *command, *layers;
+    int64_t uid, guard_pid, started_ns;
+};
+
+/* Opens (and, writable, creates with mode 0600 and a 0700 directory) the
+ * store at PATH.  READONLY opens with SQLITE_OPEN_READONLY and fails if the
+ * file is missing.  0 and *OUT, or -1 with ERR. */
+int audit_store_open(const char *path, bool readonly, struct audit_store **out,
+                     char *err, size_t errsz);
+void audit_store_close(struct audit_store *st);
+/* The last SQLite (or I/O) error text. */
+const char *audit_store_errmsg(const struct audit_store *st);
+/* The underlying handle, for read queries of the tools. */
+struct sqlite3 *audit_store_db(struct audit_store *st);
+/* The head file path (DB + ".head"). */
+const char *audit_store_head_path(const struct audit_store *st);
+
+/* Appends ROW to the open batch (opening one if needed); fills id,
+ * prev_hash and hash.  The chain position is only final after a successful
+ * commit; a failed batch is rolled back with audit_store_rollback and may be
+ * appended again.  0 / -1. */
+int audit_store_append(struct audit_store *st, struct audit_row *row);
+/* Agent lifecycle, inside the open batch. */
+int audit_store_agent_start(struct audit_store *st, const struct audit_agent *a);
+int audit_store_agent_end(struct audit_store *st, const char *run_id, int64_t ended_ns,
+                          int status, const char *detail);
+int audit_store_agent_killed(struct audit_store *st, const char *run_id, const char *by,
+                             const char *reason);
+/* Rows in the open batch (0 when none is open). */
+size_t audit_store_pending(const struct audit_store *st);
+/* Commits the open batch (no-op without one).  DURABLE: the transaction is
+ * synced to disk (synchronous=FULL) and so is the head file before this
+ * returns.  On failure the batch is rolled back and -1 returned. */
+int audit_store_commit(struct audit_store *st, bool durable);
+void audit_store_rollback(struct audit_store *st);
+/* Last committed row id and hash. */
+int64_t audit_store_last_id(const struct audit_store *st);
+
+/* Deletes the events older than BEFORE_NS that form a prefix of the chain,
+ * recording the last deleted row's id and hash in `meta` so that verify
+ * starts from there.  *PRUNED = rows removed.  0 / -1. */
+int audit_store_prune(struct audit_store *st, int64_t before_ns, int64_t *pruned);
+
+struct audit_verify {
+    int64_t rows;               /* rows checked */
+    int64_t bad_id;             /* first bad row, 0 if none */
+    bool ok;
+    char msg[512];              /* "ok: ..." or what is wrong */
+};
+/* Walks the whole chain and compares the head file.  0 when the walk could
+ * be done (see RES->ok), -1 on a read error (ERR). */
+int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *err, size_t errsz);
+
+/* Query filters; zero / NULL fields do not filter. */
+struct audit_filter {
+    const char *agent;
+    const char *decision;
+    const char *op;
+    int64_t since_ns;
+    int64_t after_id;           /* rows with id > after_id */
+    int64_t limit;              /* the LIMIT newest matching rows, oldest first */
+};
+/* Calls CB for each matching row in id order; CB returns non-zero to stop.
+ * 0 / -1 with ERR. */
+int audit_store_query(struct audit_store *st, const struct audit_filter *f,
+                      int (*cb)(const struct audit_row *row, void *ctx), void *ctx,
+                      char *err, size_t errsz);
+
+/* hash = SHA-256(prev || canonical(row)): the chain's definition. */
+void audit_row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *row,
+                    unsigned char out[AUDIT_HASH_LEN]);
+
+#endif

@@ -1,0 +1,459 @@
+/* ctl.c — the control protocol's client side (see ctl.h). */
+#include "ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bsd/stdlib.h>
+#include <bsd/string.h>
+
+#include "paths.h"
+
+#define REPLY_TIMEOUT_MS 30000  /* a kill waits for the guard (daemon: 5 s) */
+
+/* ---- commands that arrive while a request waits for its reply ------------ */
+
+#define STASH_FDS 8
+#define STASH_CMDS 4
+static struct stash {
+    int fd;                     /* -1: free */
+    unsigned n;
+    struct sbx_ctl_cmd cmd[STASH_CMDS];
+    uint64_t last_req;          /* last req_id delivered (repeats dropped) */
+} stash[STASH_FDS] = {
+    { .fd = -1 }, { .fd = -1 }, { .fd = -1 }, { .fd = -1 },
+    { .fd = -1 }, { .fd = -1 }, { .fd = -1 }, { .fd = -1 },
+};
+static pthread_mutex_t stash_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct stash *stash_of(int fd, bool create)
+{
+    struct stash *free_slot = NULL;
+    for (int i = 0; i < STASH_FDS; i++) {
+        if (stash[i].fd == fd)
+            return &stash[i];
+        if (stash[i].fd < 0 && !free_slot)
+            free_slot = &stash[i];
+    }
+    if (create && free_slot) {
+        memset(free_slot, 0, sizeof *free_slot);
+        free_slot->fd = fd;
+        return free_slot;
+    }
+    return NULL;
+}
+
+static void parse_cmd(const struct sbx_msg *m, struct sbx_ctl_cmd *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *k = sbx_msg_get(m, "kind"), *v;
+    c->kind = k && strcmp(k, "soft") == 0 ? SBX_CMD_KILL_SOFT : SBX_CMD_KILL_HARD;
+    if ((v = sbx_msg_get(m, "by")))
+        strlcpy(c->by, v, sizeof c->by);
+    if ((v = sbx_msg_get(m, "reason")))
+        strlcpy(c->reason, v, sizeof c->reason);
+    if ((v = sbx_msg_get(m, "req")))
+        c->req_id = strtoull(v, NULL, 10);
+}
+
+/* Keeps C aside for FD unless it repeats one already delivered or kept. */
+static void stash_cmd(int fd, const struct sbx_ctl_cmd *c)
+{
+    pthread_mutex_lock(&stash_lock);
+    struct stash *s = stash_of(fd, true);
+    if (s && c->req_id != s->last_req) {
+        bool dup = false;
+        for (unsigned i = 0; i < s->n; i++)
+            dup |= s->cmd[i].req_id == c->req_id;
+        if (!dup && s->n < STASH_CMDS)
+            s->cmd[s->n++] = *c;
+    }
+    pthread_mutex_unlock(&stash_lock);
+}
+
+bool sbx_ctl_cmd_pending(int fd)
+{
+    pthread_mutex_lock(&stash_lock);
+    struct stash *s = stash_of(fd, false);
+    bool r = s && s->n > 0;
+    pthread_mutex_unlock(&stash_lock);
+    return r;
+}
+
+void sbx_ctl_close(int fd)
+{
+    pthread_mutex_lock(&stash_lock);
+    struct stash *s = stash_of(fd, false);
+    if (s)
+        s->fd = -1;
+    pthread_mutex_unlock(&stash_lock);
+    close(fd);
+}
+
+/* ---- request / reply ----------------------------------------------------- */
+
+struct reply {
+    char buf[SBX_CTL_MAX + 1];
+    struct sbx_msg m;
+};
+
+/* Receives one message into R within TIMEOUT_MS.  1, 0 on EOF, -1. */
+static int recv_msg(int fd, struct reply *r, int timeout_ms, char *err, size_t errsz)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    int n;
+    do
+        n = poll(&p, 1, timeout_ms);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) {
+        snprintf(err, errsz, "sbx-auditd did not answer");
+        return -1;
+    }
+    ssize_t got;
+    do
+        got = recv(fd, r->buf, SBX_CTL_MAX, 0);
+    while (got < 0 && errno == EINTR);
+    if (got == 0) {
+        snprintf(err, errsz, "sbx-auditd closed the connection");
+        return 0;
+    }
+    if (got < 0) {
+        snprintf(err, errsz, "receiving from sbx-auditd: %s", strerror(errno));
+        return -1;
+    }
+    if (sbx_msg_parse(r->buf, (size_t)got, &r->m, err, errsz) < 0)
+        return -1;
+    return 1;
+}
+
+/* Sends B and waits for its OK/ERR reply (CMDs meanwhile are kept aside).
+ * 0 with R holding an OK, -1 with ERR (the daemon's msg for an ERR). */
+static int transact(int fd, const struct sbx_msgbuf *b, struct reply *r, char *err, size_t errsz)
+{
+    if (sbx_msg_send(fd, b) < 0) {
+        snprintf(err, errsz, "sending to sbx-auditd: %s", strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        if (recv_msg(fd, r, REPLY_TIMEOUT_MS, err, errsz) <= 0)
+            return -1;
+        if (strcmp(r->m.verb, "CMD") == 0) {
+            struct sbx_ctl_cmd c;
+            parse_cmd(&r->m, &c);
+            stash_cmd(fd, &c);
+            continue;
+        }
+        if (strcmp(r->m.verb, "OK") == 0)
+            return 0;
+        const char *msg = sbx_msg_get(&r->m, "msg");
+        snprintf(err, errsz, "%s", msg ? msg : "sbx-auditd refused the request");
+        return -1;
+    }
+}
+
+/* ---- connecting, starting the daemon ------------------------------------- */
+
+static int try_connect(const char *path)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strlcpy(sa.sun_path, path, sizeof sa.sun_path);
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(s);
+        errno = e;
+        return -1;
+    }
+    return s;
+}
+
+/* Starts sbx-auditd detached (double fork: it is nobody's child, so a guard
+ * that reaps its children never sees it), stderr to RUNDIR/sbx-auditd.log. */
+static int start_daemon(const char *rundir, char *err, size_t errsz)
+{
+    /* Beside the running program (installed layout); in the build tree the
+     * tests and benches live in build/tests[/progs] and build/bench. */
+    char exe[4096] = "", self[4096];
+    static const char *const rel[] = { "", "/../bin", "/../../bin" };
+    if (sbx_path_self_dir(self, sizeof self) == 0) {
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            if ((size_t)snprintf(exe, sizeof exe, "%s%s/sbx-auditd", self, rel[i]) < sizeof exe &&
+                access(exe, X_OK) == 0)
+                break;
+            exe[0] = '\0';
+        }
+    }
+    char log[4096];
+    if ((size_t)snprintf(log, sizeof log, "%s/sbx-auditd.log", rundir) >= sizeof log) {
+        snprintf(err, errsz, "runtime directory path too long");
+        return -1;
+    }
+    if (sbx_mkdir_p(rundir, 0700) < 0) {
+        snprintf(err, errsz, "cannot create %s: %s", rundir, strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errsz, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setsid();
+        if (fork() != 0)
+            _exit(0);
+        int null = open("/dev/null", O_RDWR);
+        int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+        }
+        if (lfd >= 0)
+            dup2(lfd, 2);
+        closefrom(3);
+        if (exe[0])
+            execl(exe, "sbx-auditd", (char *)NULL);
+        execlp("sbx-auditd", "sbx-auditd", (char *)NULL);
+        fprintf(stderr, "sbx: cannot start sbx-auditd: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
+int sbx_ctl_open(bool autostart, char *err, size_t errsz)
+{
+    char rundir[4096], path[4096];
+    if (sbx_path_runtime_dir(rundir, sizeof rundir) < 0 ||
+        sbx_path_runtime_file(SBX_CONTROL_SOCK, path, sizeof path) < 0) {
+        snprintf(err, errsz, "cannot find the runtime directory: %s", strerror(errno));
+        return -1;
+    }
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        snprintf(err, errsz, "%s: path too long for a socket", path);
+        return -1;
+    }
+    int s = try_connect(path);
+    if (s >= 0 || !autostart) {
+        if (s < 0)
+            snprintf(err, errsz, "sbx-auditd is not running (%s: %s)", path, strerror(errno));
+        return s;
+    }
+    if (start_daemon(rundir, err, errsz) < 0)
+        return -1;
+    for (int i = 0; i < 300; i++) {        /* 3 s */
+        if ((s = try_connect(path)) >= 0)
+            return s;
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    snprintf(err, errsz, "started sbx-auditd but %s does not answer (see %s/sbx-auditd.log)",
+             path, rundir);
+    return -1;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+int sbx_ctl_register(int fd, const struct sbx_agent_reg *reg, char *run_id, size_t run_id_sz,
+                     char *token, size_t token_sz, char *err, size_t errsz)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    int rc = -1;
+    if (!b || !r) {
+        snprintf(err, errsz, "out of memory");
+        goto out;
+    }
+    sbx_msg_start(b, "REGISTER");
+    sbx_msg_add(b, "name", reg->name ? reg->name : "");
+    sbx_msg_add(b, "policy_name", reg->policy_name);
+    sbx_msg_add(b, "policy_sha256", reg->policy_sha256);
+    sbx_msg_add(b, "policy_file", reg->policy_file);
+    sbx_msg_add(b, "workspace", reg->workspace);
+    sbx_msg_add(b, "command", reg->command);
+    sbx_msg_add(b, "layers", reg->layers);
+    sbx_msg_addf(b, "guard_pid", "%ld", (long)reg->guard_pid);
+    if (transact(fd, b, r, err, errsz) < 0)
+        goto out;
+    const char *id = sbx_msg_get(&r->m, "run_id"), *tok = sbx_msg_get(&r->m, "token");
+    if (!id || !tok || strlcpy(run_id, id, run_id_sz) >= run_id_sz ||
+        strlcpy(token, tok, token_sz) >= token_sz) {
+        snprintf(err, errsz, "bad registration reply (or buffers too small)");
+        goto out;
+    }
+    rc = 0;
+out:
+    free(b);
+    free(r);
+    return rc;
+}
+
+int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    char err[256];
+    int rc = -1;
+    if (!b || !r)
+        goto out;
+    sbx_msg_start(b, "EVENT");
+    sbx_msg_add(b, "op", sbx_op_name(ev->op));
+    sbx_msg_add(b, "decision", sbx_decision_name(ev->decision));
+    sbx_msg_add(b, "layer", sbx_layer_name(ev->layer));
+    sbx_msg_addf(b, "flags", "%u", ev->flags);
+    sbx_msg_addf(b, "err", "%d", ev->err);
+    /* The daemon cuts long strings like the ring does. */
+    sbx_msg_add(b, "target", ev->target);
+    sbx_msg_add(b, "target2", ev->target2);
+    sbx_msg_add(b, "rule", ev->rule);
+    sbx_msg_add(b, "reason", ev->reason);
+    if (pid > 0)
+        sbx_msg_addf(b, "pid", "%ld", (long)pid);
+    rc = transact(fd, b, r, err, sizeof err);
+out:
+    free(b);
+    free(r);
+    return rc;
+}
+
+int sbx_ctl_event(int fd, const struct sbx_event_desc *ev)
+{
+    return sbx_ctl_event_pid(fd, ev, 0);
+}
+
+int sbx_ctl_exit(int fd, int status, const char *detail)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    char err[256];
+    int rc = -1;
+    if (!b || !r)
+        goto out;
+    sbx_msg_start(b, "EXIT");
+    sbx_msg_addf(b, "status", "%d", status);
+    sbx_msg_add(b, "detail", detail ? detail : "");
+    rc = transact(fd, b, r, err, sizeof err);
+out:
+    free(b);
+    free(r);
+    return rc;
+}
+
+int sbx_ctl_recv_cmd(int fd, struct sbx_ctl_cmd *cmd)
+{
+    for (;;) {
+        pthread_mutex_lock(&stash_lock);
+        struct stash *s = stash_of(fd, true);
+        if (s && s->n > 0) {
+            *cmd = s->cmd[0];
+            memmove(&s->cmd[0], &s->cmd[1], (s->n - 1) * sizeof s->cmd[0]);
+            s->n--;
+            s->last_req = cmd->req_id;
+            pthread_mutex_unlock(&stash_lock);
+            return 1;
+        }
+        uint64_t last = s ? s->last_req : 0;
+        pthread_mutex_unlock(&stash_lock);
+
+        struct reply *r = malloc(sizeof *r);
+        char err[256];
+        if (!r)
+            return -1;
+        int got = recv_msg(fd, r, -1, err, sizeof err);
+        if (got <= 0) {
+            free(r);
+            return got;
+        }
+        if (strcmp(r->m.verb, "CMD") != 0) {
+            free(r);        /* a stray reply: not ours to take */
+            continue;
+        }
+        parse_cmd(&r->m, cmd);
+        free(r);
+        if (cmd->req_id == last)
+            continue;       /* a repeat of one already delivered */
+        pthread_mutex_lock(&stash_lock);
+        if ((s = stash_of(fd, true)))
+            s->last_req = cmd->req_id;
+        pthread_mutex_unlock(&stash_lock);
+        return 1;
+    }
+}
+
+int sbx_ctl_cmd_done(int fd, uint64_t req_id, int result, const char *detail)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    if (!b)
+        return -1;
+    sbx_msg_start(b, "DONE");
+    sbx_msg_addf(b, "req", "%llu", (unsigned long long)req_id);
+    sbx_msg_addf(b, "result", "%d", result);
+    sbx_msg_add(b, "detail", detail ? detail : "");
+    int rc = sbx_msg_send(fd, b);
+    free(b);
+    return rc;
+}
+
+int sbx_ctl_kill(int fd, const char *name, bool soft, const char *reason,
+                 char *result, size_t resultsz, char *err, size_t errsz)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    int rc = -1;
+    if (!b || !r) {
+        snprintf(err, errsz, "out of memory");
+        goto out;
+    }
+    sbx_msg_start(b, "KILL");
+    if (name)
+        sbx_msg_add(b, "name", name);
+    else
+        sbx_msg_add(b, "all", "1");
+    sbx_msg_add(b, "soft", soft ? "1" : "0");
+    sbx_msg_add(b, "reason", reason ? reason : "");
+    if (transact(fd, b, r, err, errsz) < 0)
+        goto out;
+    const char *res = sbx_msg_get(&r->m, "result");
+    strlcpy(result, res ? res : "done", resultsz);
+    rc = 0;
+out:
+    free(b);
+    free(r);
+    return rc;
+}
+
+int sbx_ctl_sync(int fd, int64_t *last_id, char *err, size_t errsz)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    int rc = -1;
+    if (!b || !r) {
+        snprintf(err, errsz, "out of memory");
+        goto out;
+    }
+    sbx_msg_start(b, "SYNC");
+    if (transact(fd, b, r, err, errsz) < 0)
+        goto out;
+    const char *v = sbx_msg_get(&r->m, "last_id");
+    if (last_id)
+        *last_id = v ? strtoll(v, NULL, 10) : 0;
+    rc = 0;
+out:
+    free(b);
+    free(r);
+    return rc;
+}

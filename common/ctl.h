@@ -1,0 +1,150 @@
+/*
+ * ctl.h — the control protocol of sbx-auditd (control.sock) and its client
+ * API, used by sbx-guard, sbx-audit, sbx-kill and the tests.
+ *
+ * Wire format.  control.sock is an AF_UNIX SOCK_SEQPACKET socket, so every
+ * message arrives whole or not at all (a client that dies mid-send sends
+ * nothing).  A message is at most SBX_CTL_MAX bytes of text: a verb line,
+ * then "key=value" lines, each ended by '\n'.  Keys are [a-z0-9_]{1,31};
+ * values escape '\\' as "\\\\" and newline as "\\n" and hold no NUL; a key
+ * appears at most once; at most SBX_CTL_MAX_FIELDS fields.  The daemon
+ * answers every request with "OK" (+ fields) or "ERR" + "msg=TEXT"; anything
+ * malformed or oversized gets an ERR and the daemon keeps serving.  The
+ * daemon also pushes "CMD" messages (kill orders) to a registered guard.
+ *
+ *   REGISTER name policy_name policy_sha256 policy_file workspace command
+ *            layers guard_pid            -> OK run_id token
+ *   EVENT op decision layer flags err target target2 rule reason [pid] -> OK
+ *   EXIT status detail                   -> OK
+ *   DONE req result detail               (guard, after a CMD; no reply)
+ *   KILL name|all=1 soft reason          -> OK result | ERR msg
+ *   SYNC                                 -> OK last_id   (all rings drained and committed)
+ *   CMD kind=hard|soft by reason req     (daemon -> guard)
+ *
+ * The daemon accepts connections only from its own uid or root
+ * (SO_PEERCRED); a refusal is recorded as an event.
+ *
+ * Memory: nothing here allocates except the small per-connection command
+ * stash.  Errors: 0 / -1; ERR buffers get a one-line message.  A registered
+ * connection must be used by one thread at a time.
+ */
+#ifndef SBX_CTL_H
+#define SBX_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "event.h"
+
+#define SBX_CTL_MAX        65536   /* bytes per message */
+#define SBX_CTL_MAX_FIELDS 24
+
+/* ---- message codec (client and daemon) ----------------------------------- */
+
+struct sbx_msg_field {
+    const char *key;
+    const char *val;        /* unescaped, NUL-terminated */
+};
+
+struct sbx_msg {
+    const char *verb;
+    unsigned nf;
+    struct sbx_msg_field f[SBX_CTL_MAX_FIELDS];
+};
+
+/* Parses the N bytes at BUF in place (BUF needs N+1 bytes; it is unescaped
+ * and NUL-terminated).  0, or -1 with ERR saying what is wrong. */
+int sbx_msg_parse(char *buf, size_t n, struct sbx_msg *m, char *err, size_t errsz);
+/* The value of KEY, or NULL. */
+const char *sbx_msg_get(const struct sbx_msg *m, const char *key);
+/* True if every key of M is in the NULL-terminated list KEYS; else false and
+ * ERR names the first unknown key. */
+bool sbx_msg_keys_ok(const struct sbx_msg *m, const char *const *keys, char *err, size_t errsz);
+
+/* A message being built.  Overflow is sticky: sbx_msg_send then fails. */
+struct sbx_msgbuf {
+    size_t len;
+    bool overflow;
+    char buf[SBX_CTL_MAX];
+};
+void sbx_msg_start(struct sbx_msgbuf *b, const char *verb);
+/* Adds KEY=VAL (escaped); a NULL VAL adds nothing. */
+void sbx_msg_add(struct sbx_msgbuf *b, const char *key, const char *val);
+void sbx_msg_addf(struct sbx_msgbuf *b, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Sends B as one message.  0 / -1 (EMSGSIZE on overflow). */
+int sbx_msg_send(int fd, const struct sbx_msgbuf *b);
+
+/* ---- client API ---------------------------------------------------------- */
+
+/* Connects to control.sock; if AUTOSTART and no daemon answers, starts
+ * sbx-auditd (beside the running executable, else from PATH) and waits for
+ * it (up to ~3 s).  fd or -1 with ERR. */
+int sbx_ctl_open(bool autostart, char *err, size_t errsz);
+
+struct sbx_agent_reg {
+    const char *name;          /* unique among running agents; NULL or "" -> error */
+    const char *policy_name, *policy_sha256, *policy_file, *workspace;
+    const char *command;       /* argv joined by spaces */
+    const char *layers;        /* "guard,userns,..." what isolation is active */
+    pid_t guard_pid;
+};
+
+/* Registers the agent on FD (the connection stays the agent's: its hangup
+ * ends the registration).  Writes the `start` row durably.  Fills RUN_ID and
+ * TOKEN (secret; handed to the preload via env so its rings are attributed).
+ * 0, or -1 with ERR (e.g. "an agent named 'coder' is already running"). */
+int sbx_ctl_register(int fd, const struct sbx_agent_reg *reg, char *run_id, size_t run_id_sz,
+                     char *token, size_t token_sz, char *err, size_t errsz);
+
+/* Sends one event on behalf of the registered agent (layer sbx, supervisor
+ * or kernel records from sbx-guard); pid is the guard's.  Lifecycle ops
+ * (start, exit, kill, policy-error) are committed durably before the reply.
+ * 0 / -1. */
+int sbx_ctl_event(int fd, const struct sbx_event_desc *ev);
+/* Added: the same, for an event done by agent process PID (e.g. what the
+ * supervisor saw). */
+int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid);
+
+/* After the agent ended: writes the `exit` row (STATUS as sbx-guard will
+ * exit with, DETAIL e.g. "exited 0", "killed by signal 9") durably and ends
+ * the registration.  0 / -1. */
+int sbx_ctl_exit(int fd, int status, const char *detail);
+
+enum { SBX_CMD_KILL_HARD = 1, SBX_CMD_KILL_SOFT = 2 };
+
+/* Commands pushed by the daemon to a registered guard's fd.  Poll FD for
+ * POLLIN, and also call sbx_ctl_cmd_pending() after any request on FD: a
+ * command that arrived while a request waited for its reply is kept aside
+ * (the daemon also re-sends an unconfirmed hard kill every second; repeats
+ * of one req_id are delivered once). */
+struct sbx_ctl_cmd {
+    int kind;                   /* SBX_CMD_KILL_HARD, SBX_CMD_KILL_SOFT */
+    char by[64];
+    char reason[256];
+    uint64_t req_id;
+};
+/* 1 got one, 0 fd closed, -1 error.  Blocks unless one is pending. */
+int sbx_ctl_recv_cmd(int fd, struct sbx_ctl_cmd *cmd);
+/* Added: true if a command for FD was kept aside during a request. */
+bool sbx_ctl_cmd_pending(int fd);
+/* The guard reports the kill was carried out: RESULT 0 / -1, DETAIL e.g.
+ * "3 processes".  0 / -1. */
+int sbx_ctl_cmd_done(int fd, uint64_t req_id, int result, const char *detail);
+
+/* Kill request from sbx-kill: NAME, or NULL for every running agent.  0 and
+ * RESULT ("killed coder (3 processes)"), or -1 with ERR ("no running agent
+ * named 'x'"). */
+int sbx_ctl_kill(int fd, const char *name, bool soft, const char *reason,
+                 char *result, size_t resultsz, char *err, size_t errsz);
+
+/* Added: waits until the daemon has drained every ring and committed what it
+ * holds.  0 and *LAST_ID (may be NULL) = the last committed row, or -1. */
+int sbx_ctl_sync(int fd, int64_t *last_id, char *err, size_t errsz);
+
+/* Added: forget FD's client state (the stash) and close it. */
+void sbx_ctl_close(int fd);
+
+#endif

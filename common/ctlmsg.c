@@ -1,0 +1,175 @@
+/* ctlmsg.c — the control protocol's message codec (see ctl.h). */
+#include "ctl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static bool key_ok(const char *k, size_t n)
+{
+    if (n == 0 || n > 31)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_'))
+            return false;
+    return true;
+}
+
+int sbx_msg_parse(char *buf, size_t n, struct sbx_msg *m, char *err, size_t errsz)
+{
+    memset(m, 0, sizeof *m);
+    if (n == 0 || n > SBX_CTL_MAX) {
+        snprintf(err, errsz, "message size %zu out of range", n);
+        return -1;
+    }
+    if (memchr(buf, '\0', n)) {
+        snprintf(err, errsz, "NUL byte in message");
+        return -1;
+    }
+    if (buf[n - 1] != '\n') {
+        snprintf(err, errsz, "message does not end with a newline");
+        return -1;
+    }
+    buf[n] = '\0';
+    char *line = buf;
+    char *nl = strchr(line, '\n');
+    *nl = '\0';
+    size_t vl = strlen(line);
+    bool verb_ok = vl > 0 && vl <= 15;
+    for (size_t i = 0; i < vl; i++)
+        if (line[i] < 'A' || line[i] > 'Z')
+            verb_ok = false;
+    if (!verb_ok) {
+        snprintf(err, errsz, "bad verb");
+        return -1;
+    }
+    m->verb = line;
+    for (line = nl + 1; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        *nl = '\0';
+        char *eq = strchr(line, '=');
+        if (!eq || !key_ok(line, (size_t)(eq - line))) {
+            snprintf(err, errsz, "malformed field line");
+            return -1;
+        }
+        *eq = '\0';
+        for (unsigned i = 0; i < m->nf; i++)
+            if (strcmp(m->f[i].key, line) == 0) {
+                snprintf(err, errsz, "duplicate field '%s'", line);
+                return -1;
+            }
+        if (m->nf == SBX_CTL_MAX_FIELDS) {
+            snprintf(err, errsz, "too many fields");
+            return -1;
+        }
+        /* Unescape in place: the result is never longer. */
+        char *w = eq + 1;
+        for (char *r = eq + 1; *r; r++) {
+            if (*r != '\\') {
+                *w++ = *r;
+                continue;
+            }
+            r++;
+            if (*r == 'n')
+                *w++ = '\n';
+            else if (*r == '\\')
+                *w++ = '\\';
+            else {
+                snprintf(err, errsz, "bad escape in field '%s'", line);
+                return -1;
+            }
+        }
+        *w = '\0';
+        m->f[m->nf].key = line;
+        m->f[m->nf].val = eq + 1;
+        m->nf++;
+    }
+    return 0;
+}
+
+const char *sbx_msg_get(const struct sbx_msg *m, const char *key)
+{
+    for (unsigned i = 0; i < m->nf; i++)
+        if (strcmp(m->f[i].key, key) == 0)
+            return m->f[i].val;
+    return NULL;
+}
+
+bool sbx_msg_keys_ok(const struct sbx_msg *m, const char *const *keys, char *err, size_t errsz)
+{
+    for (unsigned i = 0; i < m->nf; i++) {
+        const char *const *k;
+        for (k = keys; *k; k++)
+            if (strcmp(*k, m->f[i].key) == 0)
+                break;
+        if (!*k) {
+            snprintf(err, errsz, "unknown field '%s' for %s", m->f[i].key, m->verb);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void append(struct sbx_msgbuf *b, const char *s, size_t n)
+{
+    if (b->overflow || b->len + n > sizeof b->buf) {
+        b->overflow = true;
+        return;
+    }
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+}
+
+void sbx_msg_start(struct sbx_msgbuf *b, const char *verb)
+{
+    b->len = 0;
+    b->overflow = false;
+    append(b, verb, strlen(verb));
+    append(b, "\n", 1);
+}
+
+void sbx_msg_add(struct sbx_msgbuf *b, const char *key, const char *val)
+{
+    if (!val)
+        return;
+    append(b, key, strlen(key));
+    append(b, "=", 1);
+    for (const char *p = val; *p; p++) {
+        if (*p == '\\')
+            append(b, "\\\\", 2);
+        else if (*p == '\n')
+            append(b, "\\n", 2);
+        else
+            append(b, p, 1);
+    }
+    append(b, "\n", 1);
+}
+
+void sbx_msg_addf(struct sbx_msgbuf *b, const char *key, const char *fmt, ...)
+{
+    char v[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(v, sizeof v, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof v) {
+        b->overflow = true;
+        return;
+    }
+    sbx_msg_add(b, key, v);
+}
+
+int sbx_msg_send(int fd, const struct sbx_msgbuf *b)
+{
+    if (b->overflow) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    ssize_t w;
+    do
+        w = send(fd, b->buf, b->len, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    return w == (ssize_t)b->len ? 0 : -1;
+}

@@ -1,0 +1,450 @@
+/*
+ * emit.c — the agent-side emitter: one shared-memory ring per process
+ * (see event.h for the layout and the guarantees).
+ *
+ * Process identity.  A ring belongs to the process that registered it: the
+ * daemon stamps its rows with the pid and uid the kernel attached to the
+ * registration.  A child must therefore never write into its parent's ring.
+ * Two mechanisms, because each alone has a hole:
+ *  - the per-process state lives in its own page marked MADV_WIPEONFORK: in
+ *    any child that does not share our memory (fork(), vfork-less raw
+ *    clone() without CLONE_VM) the kernel hands that page over zero-filled,
+ *    so the first load of `state` says "no ring" and the child registers its
+ *    own.  This costs one load per event and needs no system call (getpid()
+ *    is a real system call since glibc 2.25, so a pid compare would not);
+ *  - a pthread_atfork child handler resets the state too, for kernels
+ *    without MADV_WIPEONFORK (< 4.14).
+ * A CLONE_VM child (vfork, posix_spawn's helper) shares our memory and so
+ * our ring: that is memory-safe (the ring is lock-free and multi-producer)
+ * but its events carry the parent's pid until it execs.
+ *
+ * Reservation.  Producers reserve slots with a compare-and-swap on `head`
+ * that only succeeds when the slots are free, not with fetch_add: a
+ * fetch_add claims positions unconditionally, and a producer that then gives
+ * up on a ring that stays full (the 2 s bound) would leave claimed slots that
+ * are never committed, stalling the daemon on that ring for good.  With the
+ * CAS a producer either owns free slots or owns nothing.
+ *
+ * Nothing here allocates or takes a lock; the only waits are bounded.
+ */
+#include "event.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "paths.h"
+
+enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
+
+/* Per-process state, in a MADV_WIPEONFORK page (zero in a forked child). */
+struct emit_proc {
+    _Atomic uint32_t state;
+    struct sbx_ring_hdr *ring;
+    struct sbx_ring_slot *slots;
+    int memfd, efd, sock;
+};
+
+/* Configuration: plain memory, inherited by children (they report for the
+ * same agent). */
+static struct {
+    bool inited;
+    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char agent_id[64];
+    char token[72];
+} cfg;
+
+static struct emit_proc *proc;
+/* What this process's ring was, in plain memory: a forked child finds here
+ * the parent's descriptors and mapping, which it closes before registering
+ * its own. */
+static struct { void *map; int memfd, efd, sock; } inherited = { NULL, -1, -1, -1 };
+static char last_error[160];
+
+#define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
+#define WAIT_REG_NS    3000000000ull   /* registration by another thread */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void set_error(const char *msg)
+{
+    strlcpy(last_error, msg, sizeof last_error);
+}
+
+const char *sbx_emit_error(void)
+{
+    return last_error;
+}
+
+static void atfork_child(void)
+{
+    if (proc)
+        atomic_store_explicit(&proc->state, ST_NONE, memory_order_relaxed);
+}
+
+int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *agent_token)
+{
+    if (!runtime_dir || !agent_id || !agent_token || !*agent_id || !*agent_token) {
+        errno = EINVAL;
+        return -1;
+    }
+    int n = snprintf(cfg.sock_path, sizeof cfg.sock_path, "%s/%s", runtime_dir, SBX_EVENTS_SOCK);
+    if (n < 0 || (size_t)n >= sizeof cfg.sock_path ||
+        strlcpy(cfg.agent_id, agent_id, sizeof cfg.agent_id) >= sizeof cfg.agent_id ||
+        strlcpy(cfg.token, agent_token, sizeof cfg.token) >= sizeof cfg.token) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (!proc) {
+        void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED)
+            return -1;
+        /* Best effort: without it (old kernel) the atfork handler below
+         * still covers fork(); see the comment at the top. */
+        (void)madvise(page, 4096, MADV_WIPEONFORK);
+        proc = page;
+        pthread_atfork(NULL, NULL, atfork_child);
+    }
+    cfg.inited = true;
+    return 0;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* Sends the registration for MEMFD/EFD and waits for the daemon's answer.
+ * Returns the connected socket, or -1. */
+static int send_registration(int memfd, int efd)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        set_error("socket failed");
+        return -1;
+    }
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    strlcpy(sa.sun_path, cfg.sock_path, sizeof sa.sun_path);
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        snprintf(last_error, sizeof last_error, "cannot reach sbx-auditd at %s: %s",
+                 cfg.sock_path, strerror(errno));
+        goto fail;
+    }
+    struct sbx_ring_reg reg;
+    memset(&reg, 0, sizeof reg);
+    memcpy(reg.magic, SBX_REG_MAGIC, sizeof reg.magic);
+    strlcpy(reg.agent_id, cfg.agent_id, sizeof reg.agent_id);
+    strlcpy(reg.token, cfg.token, sizeof reg.token);
+
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = { .iov_base = &reg, .iov_len = sizeof reg };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                         .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    int fds[2] = { memfd, efd };
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    c = CMSG_NXTHDR(&mh, c);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_CREDENTIALS;
+    c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
+    struct ucred uc = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+    memcpy(CMSG_DATA(c), &uc, sizeof uc);
+    ssize_t w;
+    do
+        w = sendmsg(s, &mh, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)sizeof reg) {
+        set_error("cannot send the ring to sbx-auditd");
+        goto fail;
+    }
+    struct timeval tv = { .tv_sec = 3 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char reply[160];
+    ssize_t r;
+    do
+        r = recv(s, reply, sizeof reply - 1, 0);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) {
+        set_error("sbx-auditd did not answer the ring registration");
+        goto fail;
+    }
+    reply[r] = '\0';
+    if (strcmp(reply, "ok") != 0) {
+        set_error(reply);
+        goto fail;
+    }
+    return s;
+fail:
+    close(s);
+    return -1;
+}
+
+/* Creates this process's ring and registers it (state BUSY is ours). */
+static int create_ring(struct emit_proc *p)
+{
+    /* A forked child: drop what the parent's ring left us. */
+    if (inherited.map)
+        munmap(inherited.map, SBX_RING_BYTES);
+    close_fd(&inherited.memfd);
+    close_fd(&inherited.efd);
+    close_fd(&inherited.sock);
+    inherited.map = NULL;
+
+    void *map = MAP_FAILED;
+    int efd = -1;
+    int memfd = memfd_create("sbx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (memfd < 0) {
+        set_error("memfd_create failed");
+        goto fail;
+    }
+    /* Sealed so that the daemon can map it without fearing SIGBUS from a
+     * ring that shrinks under it. */
+    if (ftruncate(memfd, SBX_RING_BYTES) < 0 ||
+        fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        set_error("cannot size the ring");
+        goto fail;
+    }
+    map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (map == MAP_FAILED) {
+        set_error("cannot map the ring");
+        goto fail;
+    }
+    struct sbx_ring_hdr *h = map;
+    h->magic = SBX_RING_MAGIC;
+    h->version = SBX_RING_VERSION;
+    h->nslots = SBX_RING_SLOTS;
+    h->slot_size = SBX_RING_SLOT;
+    efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0) {
+        set_error("eventfd failed");
+        goto fail;
+    }
+    int s = send_registration(memfd, efd);
+    if (s < 0)
+        goto fail;
+    p->ring = h;
+    p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
+    p->memfd = memfd;
+    p->efd = efd;
+    p->sock = s;
+    inherited.map = map;
+    inherited.memfd = memfd;
+    inherited.efd = efd;
+    inherited.sock = s;
+    return 0;
+fail:
+    if (map != MAP_FAILED)
+        munmap(map, SBX_RING_BYTES);
+    close_fd(&memfd);
+    close_fd(&efd);
+    return -1;
+}
+
+/* The daemon that read our ring stopped (it set `gone`): hand the same ring
+ * to whichever daemon now listens; it resumes at the published tail. */
+static int reregister(struct emit_proc *p)
+{
+    int s = send_registration(p->memfd, p->efd);
+    if (s < 0)
+        return -1;
+    close_fd(&p->sock);
+    p->sock = s;
+    inherited.sock = s;
+    return 0;
+}
+
+/* Makes sure this process has a registered, live ring.  0 or -1. */
+static int ensure_ring(void)
+{
+    struct emit_proc *p = proc;
+    uint64_t deadline = 0;
+    for (;;) {
+        uint32_t st = atomic_load_explicit(&p->state, memory_order_acquire);
+        if (st == ST_READY && !atomic_load_explicit(&p->ring->gone, memory_order_acquire))
+            return 0;
+        if (st != ST_BUSY &&
+            atomic_compare_exchange_strong(&p->state, &st, ST_BUSY)) {
+            int rc = st == ST_READY ? reregister(p) : create_ring(p);
+            if (rc < 0 && st == ST_READY) {
+                /* Keep the ring (it may still hold events a new daemon can
+                 * take), but report this event as not recorded. */
+                atomic_store_explicit(&p->state, ST_READY, memory_order_release);
+                return -1;
+            }
+            atomic_store_explicit(&p->state, rc == 0 ? ST_READY : ST_NONE,
+                                  memory_order_release);
+            return rc;
+        }
+        /* Another thread is registering: wait for it, boundedly. */
+        uint64_t now = mono_ns();
+        if (!deadline)
+            deadline = now + WAIT_REG_NS;
+        else if (now > deadline)
+            return -1;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void wake_daemon(struct emit_proc *p)
+{
+    uint64_t one = 1;
+    atomic_store_explicit(&p->ring->sleeping, 0, memory_order_relaxed);
+    ssize_t w = write(p->efd, &one, sizeof one);
+    (void)w;    /* EAGAIN: the counter is already non-zero, it will wake */
+}
+
+/* The ring has no room for SPAN slots at H: wait for the daemon to free
+ * some, boundedly.  0 when there is room, -1 on timeout or a gone daemon. */
+static int wait_space(struct emit_proc *p, uint32_t span)
+{
+    struct sbx_ring_hdr *r = p->ring;
+    for (int i = 0; i < 200; i++) {
+        uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+        if (h + span - atomic_load_explicit(&r->tail, memory_order_acquire) <= SBX_RING_SLOTS)
+            return 0;
+        cpu_relax();
+    }
+    uint64_t deadline = mono_ns() + WAIT_FULL_NS;
+    for (;;) {
+        if (atomic_load_explicit(&r->gone, memory_order_acquire))
+            return -1;
+        atomic_fetch_add(&r->waiters, 1);
+        uint32_t v = atomic_load(&r->space);
+        uint64_t h = atomic_load(&r->head);
+        int room = h + span - atomic_load(&r->tail) <= SBX_RING_SLOTS;
+        if (!room) {
+            wake_daemon(p);
+            struct timespec ts = { 0, 20000000 };
+            syscall(SYS_futex, &r->space, FUTEX_WAIT, v, &ts, NULL, 0);
+        }
+        atomic_fetch_sub(&r->waiters, 1);
+        if (room)
+            return 0;
+        if (mono_ns() > deadline) {
+            set_error("sbx-auditd did not drain the event ring for 2 s");
+            return -1;
+        }
+    }
+}
+
+/* Copies LEN bytes of SRC into the record at slot-relative offset *OFF. */
+static void put(struct sbx_ring_slot *slots, uint64_t pos, uint32_t *off,
+                const void *src, uint32_t len)
+{
+    const unsigned char *s = src;
+    while (len > 0) {
+        uint32_t idx = *off / SBX_RING_PAYLOAD, in = *off % SBX_RING_PAYLOAD;
+        uint32_t n = SBX_RING_PAYLOAD - in;
+        if (n > len)
+            n = len;
+        struct sbx_ring_slot *sl = &slots[(pos + idx) & (SBX_RING_SLOTS - 1)];
+        memcpy(sl->data + in, s, n);
+        s += n;
+        len -= n;
+        *off += n;
+    }
+}
+
+int sbx_emit(const struct sbx_event_desc *ev)
+{
+    struct emit_proc *p = proc;
+    if (!cfg.inited || !p || !ev) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (atomic_load_explicit(&p->state, memory_order_acquire) != ST_READY ||
+        atomic_load_explicit(&p->ring->gone, memory_order_relaxed)) {
+        if (ensure_ring() < 0)
+            return -1;
+    }
+    struct sbx_ring_hdr *r = p->ring;
+    struct sbx_rec_plan plan;
+    uint32_t total = sbx_event_plan(ev, sbx_now_ns(), &plan);
+    uint32_t span = (total + SBX_RING_PAYLOAD - 1) / SBX_RING_PAYLOAD;
+
+    uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+    for (;;) {
+        uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (pos + span - tail > SBX_RING_SLOTS) {
+            if (wait_space(p, span) < 0)
+                return -1;
+            pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+            continue;
+        }
+        if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + span,
+                                                  memory_order_acquire, memory_order_relaxed))
+            break;
+    }
+    uint32_t off = 0;
+    for (unsigned i = 0; i < plan.nseg; i++)
+        put(p->slots, pos, &off, plan.seg[i], plan.seglen[i]);
+    for (uint32_t i = 0; i < span; i++) {
+        struct sbx_ring_slot *sl = &p->slots[(pos + i) & (SBX_RING_SLOTS - 1)];
+        sl->info = i == 0 ? (SBX_RING_FIRST | span) : i;
+        sl->len = i + 1 < span ? SBX_RING_PAYLOAD : total - i * SBX_RING_PAYLOAD;
+        atomic_store_explicit(&sl->seq, pos + i + 1, memory_order_release);
+    }
+    /* Pairs with the daemon's fence between setting `sleeping` (or `gone`)
+     * and its last look at the ring: either it sees our commit, or we see
+     * its flag. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&r->gone, memory_order_relaxed)) {
+        /* The daemon stopped reading: this event may not have been taken.
+         * Report it as unrecorded; the caller fails closed. */
+        set_error("sbx-auditd stopped while the event was written");
+        return -1;
+    }
+    if (atomic_load_explicit(&r->sleeping, memory_order_relaxed) &&
+        atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed))
+        wake_daemon(p);
+    return 0;
+}
+
+bool sbx_emit_killed(void)
+{
+    struct emit_proc *p = proc;
+    if (!cfg.inited || !p)
+        return false;
+    if (atomic_load_explicit(&p->state, memory_order_acquire) != ST_READY) {
+        /* A process that has not reported yet learns its agent's state by
+         * registering (once). */
+        if (ensure_ring() < 0)
+            return false;
+    }
+    return atomic_load_explicit(&p->ring->killed, memory_order_relaxed) != 0;
+}

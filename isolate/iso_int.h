@@ -1,0 +1,166 @@
+/*
+ * iso_int.h — what the files of the kernel layer share (not a public API).
+ *
+ * The set-up is one straight sequence (spawn.c): parse the mode, compile the
+ * policy into plans in sbx-guard (mount plan, Landlock rules, seccomp BPF)
+ * while everything may still allocate and fail loudly, then clone the
+ * sandbox's init, which applies the plans in order: maps, mounts, init
+ * duties; and the agent, which drops capabilities, sets rlimits, restricts
+ * itself with Landlock and seccomp and execs.  Each file below owns one
+ * step.  Functions return 0 or -1 with ERR filled (sbx style: "what: why").
+ */
+#ifndef SBX_ISO_INT_H
+#define SBX_ISO_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/filter.h>
+
+#include "isolate.h"
+
+#define ISO_ERR_LEN 512
+
+/* printf into ERR (never overflows, always terminated). */
+void iso_errf(char *err, size_t errsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- limits.c: rlimits and the process state every mode resets -------- */
+
+struct iso_rlimit {
+    int resource;
+    const char *name;           /* "RLIMIT_CPU" */
+    uint64_t value;             /* soft = hard */
+};
+#define ISO_RLIMIT_MAX 6
+/* The rlimits the policy asks for (resource order is stable). */
+size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]);
+/* In the child before exec: applies the rlimits, resets the signal mask and
+ * every disposition (SIGXFSZ ignored), marks fds >= 3 close-on-exec except
+ * KEEP_FD.  Async-signal-safe.  0, or -1 with errno (and *WHAT set). */
+int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
+                     const char **what);
+
+/* ---- landlock.c --------------------------------------------------------- */
+
+#define ISO_LL_MAX_RULES 128
+#define ISO_LL_MAX_PORTS 64
+
+struct iso_ll_rule {
+    char path[4096];
+    uint64_t access;
+    const char *why;            /* the rule it comes from, or "ld.so" */
+};
+
+struct iso_landlock {
+    int abi;                    /* 0: not available */
+    uint64_t handled_fs;
+    uint64_t handled_net;
+    uint64_t scoped;
+    uint32_t restrict_flags;
+    size_t n_rules;
+    struct iso_ll_rule rules[ISO_LL_MAX_RULES];
+    size_t n_connect, n_bind;
+    uint16_t connect_ports[ISO_LL_MAX_PORTS];
+    uint16_t bind_ports[ISO_LL_MAX_PORTS];
+    char net_note[160];         /* why TCP connect/bind is not handled */
+};
+
+/* The running kernel's Landlock ABI (0 when unavailable). */
+int iso_landlock_abi(void);
+/* Compiles REQ's policy into rules for the running ABI.  Allocates nothing. */
+int iso_landlock_plan(const struct iso_request *req, struct iso_landlock *ll,
+                      char *err, size_t errsz);
+/* Creates the ruleset (paths resolved in the caller's mount namespace:
+ * call after the mounts).  Returns the ruleset fd or -1. */
+int iso_landlock_ruleset(const struct iso_landlock *ll, char *err, size_t errsz);
+/* Restricts the calling thread (needs no_new_privs).  0 or -1/errno. */
+int iso_landlock_restrict(const struct iso_landlock *ll, int ruleset_fd);
+void iso_landlock_print(const struct iso_landlock *ll, FILE *out);
+const char *iso_landlock_access_name(uint64_t bit);
+
+/* ---- seccomp.c ---------------------------------------------------------- */
+
+struct iso_bpf {
+    struct sock_filter *insns;  /* malloc'd; iso_bpf_free */
+    unsigned short len;
+};
+/* Builds the filter: EPERM list, clone namespace flags, clone3 ENOSYS,
+ * personality, bad arch kills, and (NOTIFY) user notification for execve,
+ * execveat and connect. */
+int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz);
+void iso_bpf_free(struct iso_bpf *b);
+/* Installs B with SECCOMP_FILTER_FLAG_NEW_LISTENER when NOTIFY; returns the
+ * listener fd (NOTIFY), 0, or -1/errno.  Needs no_new_privs. */
+int iso_seccomp_install(const struct iso_bpf *b, bool notify);
+void iso_seccomp_print(bool notify, FILE *out);
+
+/* ---- mounts.c ----------------------------------------------------------- */
+
+#define ISO_MNT_MAX 256
+
+enum iso_mnt_kind {
+    ISO_MNT_HIDE,               /* empty read-only tmpfs over a directory */
+    ISO_MNT_MASK_FILE,          /* empty mode-0000 file over a file */
+    ISO_MNT_MASK_DIR,           /* empty mode-0000 tmpfs over a directory */
+    ISO_MNT_RO,                 /* bind onto itself read-only */
+    ISO_MNT_RW,                 /* bind onto itself writable */
+};
+
+struct iso_mnt {
+    enum iso_mnt_kind kind;
+    char path[4096];
+    const char *why;
+};
+
+struct iso_mounts {
+    bool private_tmp;           /* tmpfs on /tmp */
+    bool all_ro;                /* everything read-only, then RW entries */
+    bool new_proc;
+    size_t n_keep;
+    char keep[8][4096];         /* must stay reachable after the hides */
+    size_t n;
+    struct iso_mnt m[ISO_MNT_MAX];
+    size_t n_hide;
+    char hide[4][4096];         /* store dir, runtime dir */
+    bool truncated;             /* a deny glob had more matches than fit */
+};
+
+int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
+                    char *err, size_t errsz);
+/* In the sandbox's init (new user+mount ns, with capabilities there). */
+int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz);
+void iso_mounts_print(const struct iso_mounts *mp, FILE *out);
+
+/* ---- netns decision (ns.c) ---------------------------------------------- */
+
+/* True when no network.connect.allow or bind rule needs anything but
+ * loopback, so a fresh net namespace with only `lo` loses nothing. */
+bool iso_net_loopback_only(const struct policy *p);
+int iso_net_lo_up(char *err, size_t errsz);
+int iso_write_id_maps(uid_t uid, gid_t gid, char *err, size_t errsz);
+
+/* ---- native.c ----------------------------------------------------------- */
+
+int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
+                     char *err, size_t errsz);
+
+/* ---- bwrap.c ------------------------------------------------------------ */
+
+/* Builds bubblewrap's argv (malloc'd strings, NULL-terminated; free with
+ * iso_argv_free).  SECCOMP_FD is the fd bwrap reads the filter from. */
+char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp,
+                      bool unshare_net, int seccomp_fd, char *err, size_t errsz);
+void iso_argv_free(char **argv);
+int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
+                    char *err, size_t errsz);
+/* The bwrap binary, or NULL. */
+const char *iso_bwrap_path(void);
+
+/* ---- supervisor.c ------------------------------------------------------- */
+
+/* iso_supervise without a callback, used while iso_spawn waits for the
+ * agent's own execve (which is itself notified). */
+int iso_supervise_quiet(int fd, const struct iso_request *req);
+
+#endif

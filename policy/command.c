@@ -1,0 +1,336 @@
+/* command.c — commands.deny / commands.allow: PCRE2 programs (JIT where
+ * the CPU and the process allow it) over the command line, and the script
+ * of `sh -c SCRIPT` found through the usual wrappers (policy.h).
+ *
+ * The command line is argv joined by single spaces.  The script of a shell
+ * started with -c (also combined flags like -lc, -ec) is matched on its
+ * own as well, after skipping wrappers that run their arguments as a
+ * command: env (with options and VAR=value), nohup, timeout, nice, exec,
+ * command, time, stdbuf, setsid.  A deny match on either denies; with a
+ * non-empty allow list the whole command line must match an allow. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bsd/string.h>
+
+int cmd_compile(struct policy *p, enum policy_list l, size_t i, const char *pattern,
+                size_t len, char *err, size_t errsz, size_t *erroff)
+{
+    int errcode;
+    PCRE2_SIZE off = 0;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, 0, &errcode, &off, NULL);
+
+    if (re == NULL) {
+        pcre2_get_error_message(errcode, (PCRE2_UCHAR *)err, errsz);
+        *erroff = off;
+        return -1;
+    }
+    p->cmds[l][i].re = re;
+    /* JIT can fail (no executable memory, an unsupported CPU): the
+     * interpreter gives the same answers, only slower. */
+    p->cmds[l][i].jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    return 0;
+}
+
+void cmd_free_all(struct policy *p)
+{
+    static const enum policy_list lists[] = { POLICY_CMD_DENY, POLICY_CMD_ALLOW };
+    for (size_t k = 0; k < 2; k++) {
+        enum policy_list l = lists[k];
+        if (p->cmds[l] == NULL)
+            continue;
+        for (size_t i = 0; i < p->n_rules[l]; i++)
+            pcre2_code_free(p->cmds[l][i].re);
+    }
+}
+
+/* 1 match, 0 no match, -1 the matcher failed (resource limit): the caller
+ * treats a failure as a match of a deny rule and as no match of an allow. */
+static int re_match(const struct cmd_match *c, pcre2_match_data *md, const char *s, size_t n)
+{
+    int rc = c->jit ? pcre2_jit_match(c->re, (PCRE2_SPTR)s, n, 0, 0, md, NULL)
+                    : pcre2_match(c->re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+    if (rc >= 0)
+        return 1;
+    return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
+}
+
+static const char *base_name(const char *s)
+{
+    const char *b = strrchr(s, '/');
+    return b ? b + 1 : s;
+}
+
+static bool is_shell(const char *arg)
+{
+    static const char *const shells[] = { "sh", "bash", "dash", "zsh", "ksh", "ash",
+                                          "mksh", "busybox", NULL };
+    const char *b = base_name(arg);
+    for (size_t i = 0; shells[i]; i++)
+        if (strcmp(b, shells[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Skips wrappers that run the rest of argv as a command; returns the index
+ * of the real program in ARGV. */
+static size_t skip_wrappers(char *const argv[], size_t argc)
+{
+    size_t i = 0;
+    while (i < argc) {
+        const char *b = base_name(argv[i]);
+        if (strcmp(b, "env") == 0) {
+            for (i++; i < argc; i++) {
+                const char *a = argv[i];
+                if (strcmp(a, "--") == 0) {
+                    i++;
+                    break;
+                }
+                if (a[0] == '-') {
+                    /* options that take a value */
+                    if (strcmp(a, "-u") == 0 || strcmp(a, "-C") == 0 ||
+                        strcmp(a, "-S") == 0 || strcmp(a, "--unset") == 0 ||
+                        strcmp(a, "--chdir") == 0)
+                        i++;
+                    continue;
+                }
+                if (strchr(a, '=') == NULL)
+                    break;
+            }
+        } else if (strcmp(b, "nohup") == 0 || strcmp(b, "exec") == 0 ||
+                   strcmp(b, "command") == 0 || strcmp(b, "time") == 0 ||
+                   strcmp(b, "setsid") == 0 || strcmp(b, "nice") == 0 ||
+                   strcmp(b, "stdbuf") == 0 || strcmp(b, "sudo") == 0 ||
+                   strcmp(b, "doas") == 0) {
+            i++;
+            while (i < argc && argv[i][0] == '-') {
+                if ((strcmp(argv[i], "-n") == 0 && strcmp(b, "nice") == 0) ||
+                    ((strcmp(argv[i], "-u") == 0 || strcmp(argv[i], "-g") == 0) &&
+                     (strcmp(b, "sudo") == 0 || strcmp(b, "doas") == 0)))
+                    i++;
+                i++;
+            }
+        } else if (strcmp(b, "timeout") == 0) {
+            i++;
+            while (i < argc && argv[i][0] == '-') {
+                if (strcmp(argv[i], "-s") == 0 || strcmp(argv[i], "-k") == 0)
+                    i++;
+                i++;
+            }
+            i++;            /* the duration */
+        } else {
+            break;
+        }
+    }
+    return i;
+}
+
+/* The SCRIPT of `SHELL [options] -c SCRIPT ...` (after wrappers), or NULL. */
+static const char *shell_script(char *const argv[], size_t argc)
+{
+    size_t i = skip_wrappers(argv, argc);
+    bool want = false;
+
+    if (i >= argc || !is_shell(argv[i]))
+        return NULL;
+    if (strcmp(base_name(argv[i]), "busybox") == 0) {
+        if (++i >= argc || !is_shell(argv[i]))
+            return NULL;
+    }
+    for (i++; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] == '-' && a[1] == '-') {
+            if (strcmp(a, "--rcfile") == 0 || strcmp(a, "--init-file") == 0)
+                i++;
+            continue;
+        }
+        if ((a[0] == '-' || a[0] == '+') && a[1] != '\0') {
+            /* a cluster of single-letter flags: -c, -lc, -ec, -xec, -o opt */
+            for (const char *f = a + 1; *f; f++) {
+                if (*f == 'c')
+                    want = true;
+                if (*f == 'o' || *f == 'O')
+                    i++;
+            }
+            continue;
+        }
+        break;
+    }
+    return want && i < argc ? argv[i] : NULL;
+}
+
+/* Matches list L against S; the first rule that matches, or NULL. */
+static const struct policy_rule *first_match(const struct policy *p, enum policy_list l,
+                                             pcre2_match_data *md, const char *s,
+                                             bool fail_is_match)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < p->n_rules[l]; i++) {
+        int rc = re_match(&p->cmds[l][i], md, s, n);
+        if (rc > 0 || (rc < 0 && fail_is_match))
+            return &p->rules[l][i];
+    }
+    return NULL;
+}
+
+/* The command part of a decision: LINE (and SCRIPT, if any). */
+static enum sbx_decision decide_line(const struct policy *p, const char *line,
+                                     const char *script, struct policy_verdict *v)
+{
+    const struct policy_rule *r = NULL;
+    pcre2_match_data *md = NULL;
+    enum sbx_decision d;
+
+    if (p->n_rules[POLICY_CMD_DENY] == 0 && p->n_rules[POLICY_CMD_ALLOW] == 0)
+        return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_ALLOW,
+                                  "no command rules", false);
+    md = pcre2_match_data_create(1, NULL);
+    if (md == NULL)
+        return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
+                                  "out of memory while matching command rules", true);
+    r = first_match(p, POLICY_CMD_DENY, md, line, true);
+    if (r == NULL && script != NULL)
+        r = first_match(p, POLICY_CMD_DENY, md, script, true);
+    if (r != NULL) {
+        d = policy_verdict_set(p, v, r, SBX_DENY, r->reason ? r->reason : "matches commands.deny",
+                               false);
+        goto out;
+    }
+    if (p->n_rules[POLICY_CMD_ALLOW] > 0) {
+        r = first_match(p, POLICY_CMD_ALLOW, md, line, false);
+        if (r == NULL) {
+            d = policy_verdict_set(p, v, &p->implicit[POLICY_CMD_ALLOW], SBX_DENY,
+                                   "no commands.allow rule matches", false);
+            goto out;
+        }
+        d = policy_verdict_set(p, v, r, SBX_ALLOW, "matches commands.allow", false);
+        goto out;
+    }
+    d = policy_verdict_set(p, v, &p->cmd_default_rule, SBX_ALLOW,
+                           "no commands.deny rule matches", false);
+out:
+    pcre2_match_data_free(md);
+    return d;
+}
+
+/* Joins ARGV with single spaces into BUF (or a malloc'd buffer). */
+static char *join_argv(char *const argv[], size_t *argc, char *buf, size_t bufsz)
+{
+    size_t n = 0, len = 0;
+    for (; argv[n] != NULL; n++)
+        len += strlen(argv[n]) + 1;
+    *argc = n;
+    char *out = len + 1 <= bufsz ? buf : malloc(len + 1);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(argv[i]);
+        if (i > 0)
+            out[o++] = ' ';
+        memcpy(out + o, argv[i], l);
+        o += l;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+enum sbx_decision policy_decide_exec(const struct policy *p, const char *abspath,
+                                     char *const argv[], struct policy_verdict *v)
+{
+    char buf[4096], *line;
+    size_t argc;
+    enum sbx_decision d;
+
+    d = policy_decide_path(p, SBX_OP_EXEC, abspath, v);
+    if (v->audit || d == SBX_DENY)
+        return d;       /* the path already decided (in audit mode: would deny) */
+    if (argv == NULL || argv[0] == NULL) {
+        char *const none[] = { (char *)abspath, NULL };
+        return policy_decide_exec(p, abspath, none, v);
+    }
+    line = join_argv(argv, &argc, buf, sizeof(buf));
+    if (line == NULL)
+        return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
+                                  "out of memory while matching command rules", true);
+    d = decide_line(p, line, shell_script(argv, argc), v);
+    if (line != buf)
+        free(line);
+    return d;
+}
+
+/* Splits CMD like a shell would split simple words (quotes and backslash),
+ * to find `sh -c SCRIPT` in a command typed as one string.  Returns argc, or
+ * -1 if it does not fit. */
+static int split_words(const char *cmd, char *store, size_t storesz, char **words, int maxw)
+{
+    int n = 0;
+    size_t o = 0;
+    const char *s = cmd;
+    while (*s != '\0') {
+        while (*s == ' ' || *s == '\t' || *s == '\n')
+            s++;
+        if (*s == '\0')
+            break;
+        if (n + 1 >= maxw)
+            return -1;
+        words[n++] = store + o;
+        while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\n') {
+            if (o + 2 > storesz)
+                return -1;
+            if (*s == '\'') {
+                for (s++; *s != '\0' && *s != '\''; s++) {
+                    if (o + 2 > storesz)
+                        return -1;
+                    store[o++] = *s;
+                }
+                if (*s)
+                    s++;
+            } else if (*s == '"') {
+                for (s++; *s != '\0' && *s != '"'; s++) {
+                    if (*s == '\\' && (s[1] == '"' || s[1] == '\\' || s[1] == '$'))
+                        s++;
+                    if (o + 2 > storesz)
+                        return -1;
+                    store[o++] = *s;
+                }
+                if (*s)
+                    s++;
+            } else if (*s == '\\' && s[1] != '\0') {
+                store[o++] = s[1];
+                s += 2;
+            } else {
+                store[o++] = *s++;
+            }
+        }
+        store[o++] = '\0';
+    }
+    words[n] = NULL;
+    return n;
+}
+
+enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdline,
+                                        struct policy_verdict *v)
+{
+    char *store = NULL, *words[256];
+    const char *script = NULL;
+    size_t len = strlen(cmdline);
+    enum sbx_decision d;
+
+    store = malloc(len + 1 + sizeof(words) / sizeof(words[0]));
+    if (store != NULL) {
+        int n = split_words(cmdline, store, len + 1 + 256, words, 256);
+        if (n > 0)
+            script = shell_script(words, (size_t)n);
+    }
+    d = decide_line(p, cmdline, script, v);
+    free(store);
+    return d;
+}

@@ -1,0 +1,174 @@
+/*
+ * internal.h — what the files of the policy engine share and nobody else
+ * may use: the compiled policy, compiled globs and network rules, the load
+ * arena and the diagnostics helpers.
+ *
+ * Memory: everything a loaded policy owns (strings, rule arrays, compiled
+ * globs) lives in one arena that policy_free() releases in one go; only the
+ * PCRE2 programs are allocated by PCRE2 and freed one by one.  A failed load
+ * frees the arena, so no error path has to track what it allocated.
+ */
+#ifndef SBX_POLICY_INTERNAL_H
+#define SBX_POLICY_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "policy.h"
+
+/* ---- arena ---------------------------------------------------------------- */
+
+struct arena_chunk;
+struct arena {
+    struct arena_chunk *head;
+};
+
+void *arena_alloc(struct arena *a, size_t n);           /* zeroed; NULL on ENOMEM */
+char *arena_strdup(struct arena *a, const char *s);
+char *arena_strndup(struct arena *a, const char *s, size_t n);
+char *arena_printf(struct arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void arena_free(struct arena *a);
+
+/* ---- globs ---------------------------------------------------------------- */
+
+enum glob_kind {
+    GLOB_LITERAL,       /* no wildcard: string compare */
+    GLOB_TREE,          /* "P/" "**" with P literal: P itself or below */
+    GLOB_GENERAL,       /* prefix/suffix prefilter, then the full matcher */
+};
+
+/* A compiled absolute glob.  The prefilter fields are sound: a path that
+ * fails them cannot match, so most rules are rejected with one memcmp. */
+struct glob {
+    const char *pat;        /* absolute pattern */
+    const char *alt;        /* GLOB_LITERAL only: the literal's resolved path
+                             * when it differs (a symlink), else NULL */
+    enum glob_kind kind;
+    size_t plen;            /* every match starts with pat[0..plen) */
+    const char *suf;        /* every match ends with suf[0..slen) */
+    size_t slen;
+};
+
+/* Checks the syntax of a glob as written; NULL if fine, else a message. */
+const char *glob_check(const char *text, size_t len);
+/* Fills G's prefilter for G->pat (already expanded and normalized). */
+void glob_prepare(struct glob *g);
+/* Full match of the compiled glob against a normalized absolute path. */
+bool glob_match_compiled(const struct glob *g, const char *path, size_t len);
+
+/* ---- network rules -------------------------------------------------------- */
+
+struct net_match {
+    int family;             /* AF_INET / AF_INET6 for IP and CIDR rules */
+    unsigned char addr[16];
+    unsigned prefix;        /* bits that must equal (32/128 for an IP) */
+    const char *host;       /* lower case, no trailing dot; "*.x.com" kept */
+    bool host_wild;         /* host began with "*." (host points past it, ".x.com") */
+    struct glob unix_glob;  /* POLICY_NET_UNIX */
+};
+
+/* Parses a network rule TEXT into R (net_kind, ports) and M.  Returns NULL,
+ * or a message saying what is wrong.  Unix globs are expanded by the caller
+ * (see load), so this only splits them off: *unix_text is set. */
+const char *net_parse(struct arena *a, const char *text, struct policy_rule *r,
+                      struct net_match *m, const char **unix_text);
+
+/* ---- the compiled policy --------------------------------------------------- */
+
+struct cmd_match {
+    pcre2_code *re;
+    bool jit;
+};
+
+struct policy {
+    struct arena arena;
+    struct policy_info info;
+    const char *mode_name;              /* "enforce" / "audit" */
+
+    struct policy_rule *rules[POLICY_LIST__COUNT];
+    size_t n_rules[POLICY_LIST__COUNT];
+    struct glob *globs[POLICY_LIST__COUNT];         /* path lists, PROTECT */
+    struct net_match *nets[POLICY_LIST__COUNT];     /* network lists */
+    struct cmd_match *cmds[POLICY_LIST__COUNT];     /* command lists */
+
+    /* implicit rules: "nothing matched" per allow list, read_only, others */
+    struct policy_rule implicit[POLICY_LIST__COUNT];
+    struct policy_rule read_only_rule;
+    struct policy_rule net_other_rule;  /* families the network rules do not govern */
+    struct policy_rule cmd_default_rule;/* no command rule: allowed */
+};
+
+/* decide.c: fills V for RULE and the decision the policy makes. */
+enum sbx_decision policy_verdict_set(const struct policy *p, struct policy_verdict *v,
+                                     const struct policy_rule *rule,
+                                     enum sbx_decision d, const char *reason,
+                                     bool forced);
+
+/* command.c */
+int cmd_compile(struct policy *p, enum policy_list l, size_t i, const char *pattern,
+                size_t len, char *err, size_t errsz, size_t *erroff);
+void cmd_free_all(struct policy *p);
+
+/* path.c */
+int path_join_fold(const char *base, const char *path, char *out, size_t outsz,
+                   bool keep_trailing);
+
+/* ---- loading (load.c, values.c) ------------------------------------------ */
+
+#include <yaml.h>
+
+enum leaf_id {
+    LF_VERSION, LF_NAME, LF_DESCRIPTION, LF_MODE, LF_WORKSPACE, LF_ISOLATION, LF_KILL,
+    LF_READ_ALLOW, LF_READ_DENY, LF_WRITE_ALLOW, LF_WRITE_DENY,
+    LF_EXEC_ALLOW, LF_EXEC_DENY, LF_MAX_WRITE, LF_READ_ONLY,
+    LF_CMD_DENY, LF_CMD_ALLOW,
+    LF_CONNECT_ALLOW, LF_CONNECT_DENY, LF_BIND_ALLOW, LF_BIND_DENY,
+    LF_TIMEOUT, LF_CPU, LF_MEMORY, LF_PROCESSES, LF_OPEN_FILES,
+    LF_ENV_PASS, LF_ENV_SET,
+    LF__COUNT
+};
+
+/* One parsed YAML file and where each leaf key's value is in it. */
+struct load_src {
+    const char *file;               /* display name */
+    yaml_document_t doc;
+    bool have_doc;
+    yaml_node_t *slot[LF__COUNT];
+    yaml_node_t *key[LF__COUNT];    /* the key node, for "missing value" marks */
+};
+
+struct loader {
+    struct policy *p;
+    struct policy_diag *diag;
+    unsigned errors;
+    const char *home;               /* NULL: none known */
+    size_t pos[POLICY_DIAG_MAX];    /* line << 20 | col of each kept message,
+                                     * to show them in file order */
+};
+
+/* Edit distance of two short names (for "did you mean"). */
+size_t load_distance(const char *a, const char *b);
+
+void load_error(struct loader *ld, const char *file, const yaml_mark_t *mark,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The leaf's dotted path, e.g. "files.read.allow". */
+const char *leaf_path(enum leaf_id id);
+/* Converts leaf ID's NODE (from FILE) into the policy. */
+void values_apply(struct loader *ld, enum leaf_id id, const char *file,
+                  yaml_document_t *doc, yaml_node_t *node);
+/* Fills the parts of the policy that do not come from a key (implicit rules,
+ * protect). */
+int values_finish(struct loader *ld, const struct policy_options *opt);
+
+/* The compiled-in default policy (build/gen/default_policy.c). */
+extern const char sbx_default_policy_yaml[];
+extern const size_t sbx_default_policy_yaml_len;
+#define POLICY_DEFAULT_NAME "default.yaml"
+
+#endif

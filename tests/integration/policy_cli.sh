@@ -1,0 +1,66 @@
+#!/bin/sh
+# sbx-policy: check on every shipped policy, errors with line:col, explain.
+. "$(dirname "$0")/../lib.sh"
+
+test_check_accepts_every_shipped_policy() {
+    for f in "$POLICIES"/*.yaml; do
+        out=$(sbx-policy check "$f")
+        assert_contains "$out" "enforce" "summary of $f" || assert_contains "$out" "audit" "summary of $f"
+    done
+}
+
+test_check_names_line_and_column_of_a_typo() {
+    printf 'version: 1\nfiles:\n  read:\n    alow: ["**"]\n' > typo.yaml
+    rc=0; err=$(sbx-policy check typo.yaml 2>&1 >/dev/null) || rc=$?
+    assert_eq "$rc" 1 "exit status"
+    assert_contains "$err" 'typo.yaml:4:5: unknown key "alow" in files.read (did you mean "allow"?)'
+}
+
+test_check_reports_every_error_of_a_file() {
+    printf 'version: 1\nmode: enforcing\nlimits:\n  memory: 10 MB\n' > two.yaml
+    rc=0; err=$(sbx-policy check two.yaml 2>&1 >/dev/null) || rc=$?
+    assert_eq "$rc" 1 "exit status"
+    assert_contains "$err" "two.yaml:2:7: mode:"
+    assert_contains "$err" "two.yaml:4:11: limits.memory: bad size"
+}
+
+test_explain_denies_reading_dotenv_and_names_the_rule() {
+    echo SECRET=1 > .env
+    rc=0; out=$(sbx-policy explain "$POLICIES/default.yaml" open-read ./.env) || rc=$?
+    assert_eq "$rc" 1 "exit status"
+    assert_contains "$out" "deny open-read $(pwd -P)/.env"
+    assert_contains "$out" 'files.read.deny "**/.env"'
+    assert_contains "$out" "layers: guard"
+}
+
+test_explain_allows_reading_a_source_file() {
+    mkdir -p src && echo 'int main;' > src/main.c
+    out=$(sbx-policy explain "$POLICIES/default.yaml" open-read src/main.c)
+    assert_contains "$out" "allow open-read $(pwd -P)/src/main.c"
+}
+
+test_explain_denies_a_recursive_delete_of_home_in_bash_c() {
+    rc=0; out=$(sbx-policy explain "$POLICIES/default.yaml" exec "bash -lc 'rm -rf ~'") || rc=$?
+    assert_eq "$rc" 1 "exit status"
+    assert_contains "$out" "recursive delete"
+}
+
+test_explain_denies_cloud_metadata_and_allows_https() {
+    rc=0; sbx-policy explain "$POLICIES/default.yaml" connect 169.254.169.254:80 >/dev/null || rc=$?
+    assert_eq "$rc" 1 "metadata"
+    sbx-policy explain "$POLICIES/default.yaml" connect api.example.com:443 >/dev/null
+}
+
+test_explain_with_a_bad_op_exits_2() {
+    rc=0; sbx-policy explain "$POLICIES/default.yaml" frobnicate x 2>/dev/null || rc=$?
+    assert_eq "$rc" 2 "exit status"
+}
+
+test_help_prints_usage_and_exits_0() {
+    out=$(sbx-policy --help)
+    assert_contains "$out" "usage: sbx-policy check FILE..."
+    rc=0; sbx-policy 2>/dev/null || rc=$?
+    assert_eq "$rc" 2 "no arguments"
+}
+
+run_tests

@@ -1,0 +1,170 @@
+/*
+ * emit_storm — a fake guard and agent for the audit tests and benches.
+ *
+ *   emit_storm NAME TOTAL THREADS CHILDREN
+ *       registers agent NAME, then emits TOTAL events split over THREADS
+ *       threads of this process and CHILDREN forked children (one thread
+ *       each); target "storm:W:I" (W worker, I sequence) is unique per event.
+ *       Syncs, records the exit, prints "emitted N failed F".
+ *   emit_storm --suicide NAME N
+ *       registers NAME; a child emits N events ("suicide:I") and SIGKILLs
+ *       itself right after the last sbx_emit returns; the parent syncs.
+ *   emit_storm --guard NAME
+ *       registers NAME, prints "ready RUN_ID", waits for one command and
+ *       prints "cmd hard|soft by=.. reason=.." then confirms it and exits.
+ * Exit 0 when every sbx_emit returned 0.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "event.h"
+#include "paths.h"
+
+static long per_worker;
+static long failed_total;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static long emit_range(int worker, long n, const char *prefix)
+{
+    char target[64];
+    long failed = 0;
+    for (long i = 0; i < n; i++) {
+        snprintf(target, sizeof target, "%s:%d:%ld", prefix, worker, i);
+        struct sbx_event_desc ev = {
+            .op = (i % 7 == 0) ? SBX_OP_OPEN_WRITE : SBX_OP_OPEN_READ,
+            .decision = (i % 10 == 0) ? SBX_DENY : SBX_ALLOW,
+            .layer = SBX_LAYER_GUARD, .err = (i % 10 == 0) ? 13 : 0,
+            .target = target, .rule = "files.read.allow[0] \"**\"", .reason = "storm",
+        };
+        if (sbx_emit(&ev) < 0)
+            failed++;
+    }
+    return failed;
+}
+
+static void *thread_main(void *arg)
+{
+    long f = emit_range((int)(long)arg, per_worker, "storm");
+    pthread_mutex_lock(&lock);
+    failed_total += f;
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static int reg(const char *name, char *run_id, char *token)
+{
+    char err[512], rundir[4096];
+    int fd = sbx_ctl_open(true, err, sizeof err);
+    if (fd < 0) {
+        fprintf(stderr, "emit_storm: %s\n", err);
+        exit(1);
+    }
+    struct sbx_agent_reg r = { .name = name, .policy_name = "test", .workspace = "/tmp",
+                               .command = "emit_storm", .layers = "guard",
+                               .guard_pid = getpid() };
+    if (sbx_ctl_register(fd, &r, run_id, 64, token, 80, err, sizeof err) < 0) {
+        fprintf(stderr, "emit_storm: register: %s\n", err);
+        exit(1);
+    }
+    sbx_path_runtime_dir(rundir, sizeof rundir);
+    if (sbx_emit_init(rundir, run_id, token) < 0) {
+        fprintf(stderr, "emit_storm: sbx_emit_init failed\n");
+        exit(1);
+    }
+    return fd;
+}
+
+static void sync_and_exit(int fd, int status)
+{
+    char err[512];
+    if (sbx_ctl_sync(fd, NULL, err, sizeof err) < 0)
+        fprintf(stderr, "emit_storm: sync: %s\n", err);
+    sbx_ctl_exit(fd, status, status ? "failed" : "exited 0");
+}
+
+static int guard_mode(const char *name)
+{
+    char run_id[64], token[80];
+    int fd = reg(name, run_id, token);
+    printf("ready %s\n", run_id);
+    fflush(stdout);
+    struct sbx_ctl_cmd c;
+    int r = sbx_ctl_recv_cmd(fd, &c);
+    if (r != 1) {
+        fprintf(stderr, "emit_storm: recv_cmd: %d\n", r);
+        return 1;
+    }
+    printf("cmd %s by=%s reason=%s\n", c.kind == SBX_CMD_KILL_HARD ? "hard" : "soft", c.by,
+           c.reason);
+    fflush(stdout);
+    if (c.kind == SBX_CMD_KILL_SOFT) {
+        printf("killed-flag %d\n", sbx_emit_killed() ? 1 : 0);
+        fflush(stdout);
+    }
+    sbx_ctl_cmd_done(fd, c.req_id, 0, "1 process");
+    sbx_ctl_exit(fd, 137, "killed by signal 9");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--guard") == 0)
+        return guard_mode(argv[2]);
+    char run_id[64], token[80];
+    if (argc == 4 && strcmp(argv[1], "--suicide") == 0) {
+        int fd = reg(argv[2], run_id, token);
+        long n = strtol(argv[3], NULL, 10);
+        pid_t pid = fork();
+        if (pid == 0) {
+            long f = emit_range(0, n, "suicide");
+            if (f)
+                fprintf(stderr, "emit_storm: %ld failed\n", f);
+            raise(SIGKILL);
+            _exit(1);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        sync_and_exit(fd, 0);
+        printf("child %s\n", WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? "killed" : "survived");
+        return 0;
+    }
+    if (argc != 5) {
+        fprintf(stderr, "usage: emit_storm NAME TOTAL THREADS CHILDREN | --suicide NAME N | "
+                        "--guard NAME\n");
+        return 2;
+    }
+    long total = strtol(argv[2], NULL, 10);
+    int threads = atoi(argv[3]), children = atoi(argv[4]);
+    int fd = reg(argv[1], run_id, token);
+    int workers = threads + children;
+    per_worker = total / workers;
+    pid_t kids[64];
+    for (int c = 0; c < children && c < 64; c++) {
+        kids[c] = fork();
+        if (kids[c] == 0) {
+            long f = emit_range(threads + c, per_worker, "storm");
+            _exit(f ? 1 : 0);
+        }
+    }
+    pthread_t th[64];
+    for (int t = 0; t < threads && t < 64; t++)
+        pthread_create(&th[t], NULL, thread_main, (void *)(long)t);
+    for (int t = 0; t < threads && t < 64; t++)
+        pthread_join(th[t], NULL);
+    int bad = 0;
+    for (int c = 0; c < children && c < 64; c++) {
+        int st;
+        waitpid(kids[c], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad++;
+    }
+    sync_and_exit(fd, 0);
+    printf("emitted %ld failed %ld bad_children %d\n", per_worker * workers, failed_total, bad);
+    return failed_total || bad ? 1 : 0;
+}

@@ -1,0 +1,337 @@
+/*
+ * sbx-policy — check a policy file, or explain one decision.
+ *
+ *   sbx-policy check FILE...
+ *   sbx-policy explain [--workspace DIR] FILE OP TARGET
+ *
+ * check prints one summary line per good file; for a bad one it prints
+ * every error as FILE:LINE:COL: message.  explain prints allow or deny,
+ * the rule that decided, why, and which layers enforce it.
+ * Exit: check 0 all good, 1 a file has errors; explain 0 allow, 1 deny;
+ * 2 bad usage or a target that cannot be judged (both).
+ */
+#include <err.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "ops.h"
+#include "policy.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sbx-policy check FILE...\n"
+        "       sbx-policy explain [--workspace DIR] FILE OP TARGET\n"
+        "\n"
+        "check    print a one-line summary of each FILE, or every error as\n"
+        "         FILE:LINE:COL: message; exit 0 if all are good, 1 if not\n"
+        "explain  decide one operation as the guard would and say why:\n"
+        "         OP is open-read, open-write, exec, connect, bind, unlink,\n"
+        "         rename, mkdir, rmdir, link, symlink, chmod, chown, truncate,\n"
+        "         utimes or send.  TARGET is a path for file ops (relative to\n"
+        "         the workspace, \"~/\" is home), a command line for exec,\n"
+        "         host:port, ip:port, [v6]:port or unix:/path for connect,\n"
+        "         send and bind.  Exit 0 allow, 1 deny.\n"
+        "  --workspace DIR   the workspace to judge against (default: the\n"
+        "                    policy's workspace key, else the current directory)\n"
+        "Exit 2 on bad usage or a target that cannot be judged.\n");
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    int rc = 0;
+    if (argc < 1) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 0; i < argc; i++) {
+        struct policy_diag diag;
+        struct policy *p = policy_load(argv[i], NULL, &diag);
+        char line[1024];
+        if (p == NULL) {
+            for (unsigned k = 0; k < diag.count && k < POLICY_DIAG_MAX; k++)
+                fprintf(stderr, "%s\n", diag.msg[k]);
+            if (diag.count > POLICY_DIAG_MAX)
+                fprintf(stderr, "%s: %u more errors\n", argv[i], diag.count - POLICY_DIAG_MAX);
+            if (diag.count == 0)
+                warn("%s", argv[i]);
+            rc = 1;
+            continue;
+        }
+        if (policy_summary(p, line, sizeof(line)) < 0)
+            strlcpy(line + sizeof(line) - 4, "...", 4);
+        printf("%s: %s\n", argv[i], line);
+        policy_free(p);
+    }
+    return rc;
+}
+
+/* Splits a command line into words: spaces separate, '...' and "..."
+ * quote, backslash escapes.  The words live in STORE. */
+static int split(const char *s, char *store, char **words, int maxw)
+{
+    int n = 0;
+    char *o = store;
+    while (*s) {
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s)
+            break;
+        if (n + 1 >= maxw)
+            return -1;
+        words[n++] = o;
+        while (*s && *s != ' ' && *s != '\t') {
+            if (*s == '\'' || *s == '"') {
+                char q = *s++;
+                while (*s && *s != q)
+                    *o++ = *s++;
+                if (*s)
+                    s++;
+            } else if (*s == '\\' && s[1]) {
+                *o++ = s[1];
+                s += 2;
+            } else {
+                *o++ = *s++;
+            }
+        }
+        *o++ = '\0';
+    }
+    words[n] = NULL;
+    return n;
+}
+
+/* argv[0] as exec would find it: with a slash as a path, else in $PATH. */
+static int find_program(const struct policy *p, const char *name, char *out, size_t outsz)
+{
+    char expanded[PATH_MAX];
+    if (strchr(name, '/') != NULL) {
+        if (policy_path_expand(p, name, expanded, sizeof(expanded)) < 0)
+            return -1;
+        return policy_path_resolve("/", expanded, false, out, outsz);
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL || *path == '\0')
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *c = strchr(path, ':');
+        size_t n = c ? (size_t)(c - path) : strlen(path);
+        char cand[PATH_MAX];
+        if (n > 0 && (size_t)snprintf(cand, sizeof(cand), "%.*s/%s", (int)n, path, name) < sizeof(cand) &&
+            access(cand, X_OK) == 0)
+            return policy_path_resolve("/", cand, false, out, outsz);
+        path += n + (c != NULL);
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* Is PATH inside the root of any rule of list L?  Sets *ROOT to it. */
+static bool under_root(const struct policy *p, enum policy_list l, const char *path,
+                       char *root, size_t rootsz)
+{
+    const struct policy_rule *r;
+    size_t n = policy_rules(p, l, &r);
+    for (size_t i = 0; i < n; i++) {
+        if (policy_glob_root(r[i].pattern, root, rootsz) < 0)
+            continue;
+        size_t rl = strlen(root);
+        if (strcmp(root, "/") == 0 ||
+            (strncmp(path, root, rl) == 0 && (path[rl] == '\0' || path[rl] == '/')))
+            return true;
+    }
+    return false;
+}
+
+/* Which layers enforce this verdict: the guard always; below it, what the
+ * design says each kernel mechanism can express. */
+static void print_layers(const struct policy *p, enum sbx_op op, const char *target,
+                         const struct policy_verdict *v, bool denied)
+{
+    enum sbx_op_class cls = sbx_op_class(op);
+    const struct policy_rule *r = v->rule;
+    char root[PATH_MAX];
+
+    switch (cls) {
+    case SBX_CLASS_READ:
+    case SBX_CLASS_WRITE: {
+        enum policy_list allow = cls == SBX_CLASS_READ ? POLICY_READ_ALLOW : POLICY_WRITE_ALLOW;
+        if (!denied) {
+            if (policy_glob_root(r->pattern, root, sizeof(root)) < 0)
+                strlcpy(root, "?", sizeof(root));
+            printf("  layers: guard (exact); landlock: allows the rule's root %s (a superset)\n", root);
+        } else if (r->list == POLICY_WRITE_DENY && strcmp(r->section, "files.read_only") == 0) {
+            printf("  layers: guard (exact); landlock: no write right anywhere (exact)\n");
+        } else if (r->list == POLICY_READ_DENY) {
+            printf("  layers: guard (exact); kernel: mount over existing files at start "
+                   "(exact for files present at start); landlock: no (deny inside an allowed tree)\n");
+        } else if (r->list == POLICY_WRITE_DENY) {
+            printf("  layers: guard (exact); landlock: no (deny inside an allowed tree)\n");
+        } else if (under_root(p, allow, target, root, sizeof(root))) {
+            printf("  layers: guard (exact); landlock: no (inside the allow root %s)\n", root);
+        } else {
+            printf("  layers: guard (exact); landlock: yes (outside every %s root)\n",
+                   policy_list_name(allow));
+        }
+        break;
+    }
+    case SBX_CLASS_EXEC:
+        if (r->list == POLICY_CMD_DENY || r->list == POLICY_CMD_ALLOW)
+            printf("  layers: guard (exact); supervisor (exact: matches the argv of every execve, "
+                   "static programs too)\n");
+        else if (!denied || under_root(p, POLICY_EXEC_ALLOW, target, root, sizeof(root)))
+            printf("  layers: guard (exact); supervisor (exact: every execve); landlock: execute "
+                   "right on the allow roots (a superset)\n");
+        else
+            printf("  layers: guard (exact); supervisor (exact: every execve); landlock: yes "
+                   "(outside every files.exec.allow root)\n");
+        break;
+    case SBX_CLASS_CONNECT:
+    case SBX_CLASS_BIND:
+        if (strncmp(target, "unix:", 5) == 0)
+            printf("  layers: guard (exact); supervisor (exact: the socket path of every %s)\n",
+                   cls == SBX_CLASS_BIND ? "bind" : "connect");
+        else
+            printf("  layers: guard (exact, sees host names); supervisor (exact on addresses); "
+                   "landlock: TCP ports only (ABI 4+)%s\n",
+                   cls == SBX_CLASS_CONNECT ? "; network namespace when connect.allow is empty" : "");
+        break;
+    default:
+        break;
+    }
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+    struct policy_options opt = { 0 };
+    struct policy_diag diag;
+    struct policy_verdict v;
+    char target[PATH_MAX], rule[1024];
+    enum sbx_decision d;
+    int op;
+
+    if (argc >= 2 && strcmp(argv[0], "--workspace") == 0) {
+        opt.workspace = argv[1];
+        argc -= 2;
+        argv += 2;
+    } else if (argc >= 1 && strncmp(argv[0], "--workspace=", 12) == 0) {
+        opt.workspace = argv[0] + 12;
+        argc--;
+        argv++;
+    }
+    if (argc != 3) {
+        usage(stderr);
+        return 2;
+    }
+    if ((op = sbx_op_parse(argv[1])) < 0 || sbx_op_class(op) == SBX_CLASS_LIFECYCLE) {
+        warnx("%s: not an operation the policy decides (see --help)", argv[1]);
+        return 2;
+    }
+    struct policy *p = policy_load(argv[0], &opt, &diag);
+    if (p == NULL) {
+        for (unsigned k = 0; k < diag.count && k < POLICY_DIAG_MAX; k++)
+            fprintf(stderr, "%s\n", diag.msg[k]);
+        if (diag.count == 0)
+            warn("%s", argv[0]);
+        return 2;
+    }
+    switch (sbx_op_class(op)) {
+    case SBX_CLASS_EXEC: {
+        char store[8192], *words[256], prog[PATH_MAX];
+        if (strlen(argv[2]) >= sizeof(store) || split(argv[2], store, words, 256) <= 0) {
+            warnx("%s: not a command line", argv[2]);
+            policy_free(p);
+            return 2;
+        }
+        if (find_program(p, words[0], prog, sizeof(prog)) < 0) {
+            warn("%s", words[0]);
+            policy_free(p);
+            return 2;
+        }
+        d = policy_decide_exec(p, prog, words, &v);
+        snprintf(target, sizeof(target), "%s", prog);
+        printf("%s exec %s (%s)\n", sbx_decision_name(v.audit ? SBX_DENY : d), argv[2], prog);
+        break;
+    }
+    case SBX_CLASS_CONNECT:
+    case SBX_CLASS_BIND: {
+        const char *t = argv[2];
+        char buf[PATH_MAX + 8];
+        if (strncmp(t, "unix:", 5) == 0 && t[5] != '@' && t[5] != '\0') {
+            char exp[PATH_MAX];
+            if (policy_path_expand(p, t + 5, exp, sizeof(exp)) < 0 ||
+                policy_path_resolve("/", exp, false, target, sizeof(target)) < 0) {
+                warn("%s", t);
+                policy_free(p);
+                return 2;
+            }
+            snprintf(buf, sizeof(buf), "unix:%s", target);
+            t = buf;
+        }
+        if (policy_decide_net_text(p, op, t, &v) < 0) {
+            warnx("%s: not a network target (write host:port, ip:port, [v6]:port or unix:/path)",
+                  argv[2]);
+            policy_free(p);
+            return 2;
+        }
+        d = v.decision;
+        strlcpy(target, t, sizeof(target));
+        printf("%s %s %s\n", sbx_decision_name(v.audit ? SBX_DENY : d), argv[1], target);
+        break;
+    }
+    default: {
+        char exp[PATH_MAX];
+        bool nofollow = op == SBX_OP_UNLINK || op == SBX_OP_RMDIR || op == SBX_OP_RENAME ||
+                        op == SBX_OP_LINK || op == SBX_OP_SYMLINK;
+        if (policy_path_expand(p, argv[2], exp, sizeof(exp)) < 0 ||
+            policy_path_resolve("/", exp, nofollow, target, sizeof(target)) < 0) {
+            warn("%s", argv[2]);
+            policy_free(p);
+            return 2;
+        }
+        d = policy_decide_path(p, op, target, &v);
+        printf("%s %s %s\n", sbx_decision_name(v.audit ? SBX_DENY : d), argv[1], target);
+        break;
+    }
+    }
+    const struct policy_rule *r = v.rule;
+    if (r->line > 0)
+        snprintf(rule, sizeof(rule), "%s \"%s\" (%s:%u)", r->section, r->text, r->file, r->line);
+    else
+        snprintf(rule, sizeof(rule), "%s %s", r->section, r->text);
+    printf("  rule:   %s\n", rule);
+    if (r->reason != NULL && strcmp(r->reason, v.reason) != 0)
+        printf("  reason: %s (%s)\n", v.reason, r->reason);
+    else
+        printf("  reason: %s\n", v.reason);
+    if (v.audit)
+        printf("  mode:   audit: the call is allowed and recorded as a would-be denial\n");
+    print_layers(p, op, target, &v, v.audit || d == SBX_DENY);
+    policy_free(p);
+    return d == SBX_DENY ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "check") == 0)
+        return cmd_check(argc - 2, argv + 2);
+    if (strcmp(argv[1], "explain") == 0)
+        return cmd_explain(argc - 2, argv + 2);
+    warnx("%s: unknown command", argv[1]);
+    usage(stderr);
+    return 2;
+}
