@@ -248,7 +248,10 @@ enum sbx_decision policy_decide_exec(const struct policy *p, const char *abspath
     char buf[4096], *line;
     size_t argc;
     enum sbx_decision d;
+    struct policy_verdict local;
 
+    if (v == NULL)
+        v = &local;
     d = policy_decide_path(p, SBX_OP_EXEC, abspath, v);
     if (v->audit || d == SBX_DENY)
         return d;       /* the path already decided (in audit mode: would deny) */

@@ -117,6 +117,9 @@ struct policy_verdict {
                                  * "no files.write.allow rule matches", ... */
 };
 
+/* Every policy_decide_* function returns what the caller does and, if V is
+ * not NULL, fills it. */
+
 /* Formats "SECTION \"TEXT\" FILE:LINE" for audit rows and notices. */
 int policy_rule_format(const struct policy_rule *r, char *out, size_t outsz);
 
