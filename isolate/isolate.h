@@ -50,6 +50,9 @@ struct iso_child {
     bool pidns;                 /* SIGKILL of pid ends every process of the agent */
     char layers[256];           /* what is active, e.g. "guard,userns,pidns,
                                  * mntns,netns,landlock-v7,seccomp,supervisor" */
+    int status_fd;              /* added: -1, or where the sandbox's init
+                                 * reports the agent's own wait status
+                                 * (see iso_child_status); sbx-guard owns it */
 };
 
 /* Starts the agent.  Always applies the policy's rlimits, puts the agent in
@@ -58,6 +61,14 @@ struct iso_child {
  * be; on failure nothing runs. */
 int iso_spawn(const struct iso_request *req, struct iso_child *child,
               char *err, size_t errsz);
+
+/* Added.  After waitpid(child->pid) returned STATUS: the agent's own wait
+ * status.  With a pid namespace, child->pid is the sandbox's init, which
+ * exits with 128+N when the agent died of signal N (an init cannot re-raise
+ * most signals on itself); this recovers the signal from what the init
+ * reported.  Returns STATUS unchanged when nothing better is known.  Closes
+ * child->status_fd. */
+int iso_child_status(struct iso_child *child, int status);
 
 /* Prints, for --print-isolation, exactly what iso_spawn would set up for
  * REQ's mode, and the equivalent podman/docker run flags. */

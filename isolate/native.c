@@ -1,30 +1,486 @@
-/* native.c — ISO_NATIVE / ISO_AUTO (being written). */
+/*
+ * native.c — ISO_NATIVE and ISO_AUTO: sbx's own sandbox, in one sequence.
+ *
+ * In sbx-guard (may allocate, may fail loudly):
+ *   plan the mounts, the Landlock rules and the seccomp filter from the
+ *   policy; then clone the sandbox's init into new user, pid, mount, ipc,
+ *   uts, cgroup and (when the policy needs no outside network) net
+ *   namespaces.
+ * In the init (pid 1 of the new pid namespace; not filtered, not
+ *   restricted; touches only its own namespaces):
+ *   map its uid/gid, bring up lo, apply the mounts (mounts.c), open the
+ *   Landlock rules in that new view, fork the agent, then reap every process
+ *   and exit with the agent's status.  Because it is pid 1, its death makes
+ *   the kernel kill everything left in the namespace: SIGKILL of the init is
+ *   SIGKILL of the whole agent.
+ * In the agent (pid 2), in this order and each for a reason:
+ *   own process group; chdir again (the old cwd is on the host's view);
+ *   rlimits, clean signals, no inherited fds; no_new_privs (required by
+ *   Landlock and seccomp, and it makes set-uid programs inert); drop every
+ *   capability (as root, uid 0 inside would otherwise keep them over files
+ *   it owns); Landlock; seccomp last, since its listener must reach
+ *   sbx-guard before execve, which is itself notified; execve.
+ *
+ * Reporting: a close-on-exec pipe carries a set-up or exec failure (from
+ * the init or the agent) to iso_spawn; its end of file means the agent's
+ * execve succeeded.  A seqpacket socket carries the listener fd (agent) and,
+ * at the end, the agent's wait status (init).  While iso_spawn waits for the
+ * exec it must answer the exec notification itself: nobody else is reading
+ * the listener yet.
+ *
+ * ISO_AUTO: a kernel without user namespaces (or with mounts it will not
+ * let us change) degrades to Landlock + seccomp + supervisor without
+ * namespaces; no Landlock degrades to none of it.  Each degradation shows in
+ * child->layers, and none happens when the policy says isolation: required.
+ */
 #include "iso_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <bsd/string.h>
+
+/* How long iso_spawn waits for the sandbox to exec the agent. */
+#define SPAWN_TIMEOUT_MS 30000
+
+enum stage { STAGE_NS = 1, STAGE_AGENT = 2 };
+
+struct status_msg {
+    int stage;
+    int err;
+    char what[ISO_ERR_LEN];
+};
+
+struct plan {
+    const struct iso_request *req;
+    bool ns, netns, landlock, notify;
+    struct iso_mounts *mp;
+    struct iso_landlock *ll;
+    struct iso_bpf bpf;
+    struct iso_rlimit rl[ISO_RLIMIT_MAX];
+    size_t nrl;
+    uid_t uid;
+    gid_t gid;
+    char cwd[4096];
+};
+
+static void report(int fd, int stage, int e, const char *what)
+{
+    struct status_msg m;
+
+    memset(&m, 0, sizeof m);
+    m.stage = stage;
+    m.err = e;
+    strlcpy(m.what, what, sizeof m.what);
+    if (write(fd, &m, sizeof m) < 0)
+        _exit(127);
+}
+
+static __attribute__((noreturn)) void die(int fd, int stage, int e, const char *what)
+{
+    report(fd, stage, e, what);
+    _exit(127);
+}
+
+static int send_fd(int sock, int fd)
+{
+    char byte = 'L';
+    struct iovec iov = { &byte, 1 };
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                          .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+    struct cmsghdr *c;
+
+    memset(&u, 0, sizeof u);
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+/* Empties the bounding, ambient, inheritable, permitted and effective sets:
+ * after this no exec can give the agent a capability, even as uid 0. */
+static int drop_caps(void)
+{
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+
+    for (int c = 0; c < 64; c++)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+            return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -1;
+    memset(d, 0, sizeof d);
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+/* The agent's last steps; never returns. */
+static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, int efd, int sfd)
+{
+    const struct iso_request *req = pl->req;
+    const char *what = "";
+    char err[ISO_ERR_LEN];
+    int lfd;
+
+    if (setpgid(0, 0) < 0)
+        die(efd, STAGE_AGENT, errno, "setpgid");
+    /* The inherited cwd still points into the host's view of the tree
+     * (e.g. the real /tmp under our private one): look it up again. */
+    if (pl->ns && chdir(pl->cwd) < 0)
+        die(efd, STAGE_AGENT, errno, "chdir to the current directory");
+    if (iso_child_basics(pl->rl, pl->nrl, efd, &what) < 0)
+        die(efd, STAGE_AGENT, errno, what);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        die(efd, STAGE_AGENT, errno, "no_new_privs");
+    if (drop_caps() < 0)
+        die(efd, STAGE_AGENT, errno, "drop capabilities");
+    if (pl->landlock) {
+        if (ruleset < 0 && (ruleset = iso_landlock_ruleset(pl->ll, err, sizeof err)) < 0)
+            die(efd, STAGE_AGENT, 0, err);
+        if (iso_landlock_restrict(pl->ll, ruleset) < 0)
+            die(efd, STAGE_AGENT, errno, "landlock: restrict");
+        close(ruleset);
+    }
+    lfd = iso_seccomp_install(&pl->bpf, pl->notify);
+    if (lfd < 0)
+        die(efd, STAGE_AGENT, errno, "seccomp");
+    if (pl->notify) {
+        /* Before execve: the execve below waits for sbx-guard's answer. */
+        if (send_fd(sfd, lfd) < 0)
+            die(efd, STAGE_AGENT, errno, "seccomp: send the listener");
+        close(lfd);
+    }
+    close(sfd);
+    execve(req->argv[0], req->argv, req->envp);
+    die(efd, STAGE_AGENT, errno, "exec");
+}
+
+static volatile pid_t init_agent_pid;
+
+/* Signals sent to the init from outside (a soft stop, a hang-up) are meant
+ * for the agent: an init ignores what it has no handler for. */
+static void init_forward(int sig)
+{
+    if (init_agent_pid > 0)
+        kill(-init_agent_pid, sig);
+}
+
+static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sfd)
+{
+    static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+    char err[ISO_ERR_LEN];
+    int ruleset = -1, st = 0;
+    pid_t pid, w;
+
+    if (iso_write_id_maps(pl->uid, pl->gid, err, sizeof err) < 0)
+        die(efd, STAGE_NS, 0, err);
+    if (pl->netns && iso_net_lo_up(err, sizeof err) < 0)
+        die(efd, STAGE_NS, 0, err);
+    if (iso_mounts_apply(pl->mp, err, sizeof err) < 0)
+        die(efd, STAGE_NS, 0, err);
+    /* Rules are opened now, in the new view: a rule on /tmp must name our
+     * private /tmp, not the host's one beneath it. */
+    if (pl->landlock && (ruleset = iso_landlock_ruleset(pl->ll, err, sizeof err)) < 0)
+        die(efd, STAGE_AGENT, 0, err);
+
+    pid = fork();
+    if (pid < 0)
+        die(efd, STAGE_NS, errno, "fork the agent");
+    if (pid == 0)
+        agent(pl, ruleset, efd, sfd);
+    init_agent_pid = pid;
+    close(efd);
+    if (ruleset >= 0)
+        close(ruleset);
+    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = init_forward;
+        sa.sa_flags = SA_RESTART;
+        sigaction(fwd[i], &sa, NULL);
+    }
+    {
+        /* sbx-guard blocks the signals it relays; the init must see them. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+    }
+    for (;;) {
+        int s;
+        w = waitpid(-1, &s, 0);
+        if (w == pid) {
+            st = s;
+            break;
+        }
+        if (w < 0 && errno == ECHILD)
+            break;
+    }
+    {
+        char buf[1 + sizeof st];
+        buf[0] = 'W';
+        memcpy(buf + 1, &st, sizeof st);
+        (void)send(sfd, buf, sizeof buf, MSG_NOSIGNAL);
+    }
+    if (WIFSIGNALED(st))
+        _exit(128 + WTERMSIG(st));
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+}
+
+static int recv_msg(int sock, struct iso_child *child)
+{
+    char buf[16];
+    struct iovec iov = { buf, sizeof buf };
+    union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                          .msg_control = u.b, .msg_controllen = sizeof u.b };
+    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    struct cmsghdr *c;
+
+    if (n <= 0)
+        return -1;
+    for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c), sizeof fd);
+            if (buf[0] == 'L' && child->notify_fd < 0)
+                child->notify_fd = fd;
+            else
+                close(fd);
+        }
+    return 0;
+}
+
+static void reap(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+/* Starts the sandbox with plan PL.  Returns 0, -1 with ERR, or -2 with ERR
+ * when the namespaces could not be set up (AUTO may then degrade). */
+static int launch(struct plan *pl, struct iso_child *child, char *err, size_t errsz)
+{
+    const struct iso_request *req = pl->req;
+    int ep[2], sp[2];
+    pid_t pid;
+    struct status_msg m;
+    ssize_t n = 0;
+    int elapsed = 0;
+
+    if (pipe2(ep, O_CLOEXEC) < 0) {
+        iso_errf(err, errsz, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        iso_errf(err, errsz, "socketpair: %s", strerror(errno));
+        close(ep[0]);
+        close(ep[1]);
+        return -1;
+    }
+    if (pl->ns) {
+        unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC
+                              | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+        if (pl->netns)
+            flags |= CLONE_NEWNET;
+        /* The raw system call: glibc's clone() wants a separate stack, and
+         * its fork() cannot create namespaces.  The child continues here
+         * like a fork's; it only makes system calls until it execs. */
+        pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, 0);
+    } else {
+        pid = fork();
+    }
+    if (pid < 0) {
+        int e = errno;
+        close(ep[0]); close(ep[1]); close(sp[0]); close(sp[1]);
+        iso_errf(err, errsz, "%s: %s", pl->ns ? "namespaces (clone)" : "fork", strerror(e));
+        return pl->ns ? -2 : -1;
+    }
+    if (pid == 0) {
+        close(ep[0]);
+        close(sp[0]);
+        if (pl->ns)
+            init_main(pl, ep[1], sp[1]);
+        agent(pl, -1, ep[1], sp[1]);
+    }
+    close(ep[1]);
+    close(sp[1]);
+    if (!pl->ns)
+        (void)setpgid(pid, pid);
+
+    /* Wait for the exec, answering the notifications it causes. */
+    for (;;) {
+        struct pollfd pf[3] = {
+            { ep[0], POLLIN, 0 }, { sp[0], POLLIN, 0 }, { child->notify_fd, POLLIN, 0 },
+        };
+        int r = poll(pf, child->notify_fd >= 0 ? 3 : 2, 1000);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0 && (elapsed += 1000) >= SPAWN_TIMEOUT_MS) {
+            iso_errf(err, errsz, "the sandbox did not start the agent within %d s",
+                     SPAWN_TIMEOUT_MS / 1000);
+            goto fail;
+        }
+        if (pf[1].revents & POLLIN)
+            (void)recv_msg(sp[0], child);
+        if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
+            (void)iso_supervise_quiet(child->notify_fd, req);
+        if (pf[0].revents & (POLLIN | POLLHUP)) {
+            do
+                n = read(ep[0], &m, sizeof m);
+            while (n < 0 && errno == EINTR);
+            break;
+        }
+    }
+    (void)recv_msg(sp[0], child);
+    if (n == 0 && (!pl->notify || child->notify_fd >= 0)) {
+        close(ep[0]);
+        child->pid = pid;
+        child->pidns = pl->ns;
+        child->status_fd = pl->ns ? sp[0] : -1;
+        if (!pl->ns)
+            close(sp[0]);
+        return 0;
+    }
+    if (n == (ssize_t)sizeof m) {
+        m.what[sizeof m.what - 1] = '\0';
+        if (strcmp(m.what, "exec") == 0)
+            iso_errf(err, errsz, "cannot run %s: %s", req->argv[0], strerror(m.err));
+        else if (m.err)
+            iso_errf(err, errsz, "isolation: %s: %s", m.what, strerror(m.err));
+        else
+            iso_errf(err, errsz, "isolation: %s", m.what);
+        close(ep[0]);
+        close(sp[0]);
+        if (child->notify_fd >= 0)
+            close(child->notify_fd);
+        child->notify_fd = -1;
+        reap(pid);
+        return m.stage == STAGE_NS ? -2 : -1;
+    }
+    iso_errf(err, errsz, "isolation: the sandbox ended before starting the agent");
+fail:
+    close(ep[0]);
+    close(sp[0]);
+    if (child->notify_fd >= 0)
+        close(child->notify_fd);
+    child->notify_fd = -1;
+    reap(pid);
+    return -1;
+}
+
+static void layers_string(const struct plan *pl, char *out, size_t outsz)
+{
+    char buf[32];
+
+    strlcpy(out, "guard", outsz);
+    if (pl->ns) {
+        strlcat(out, ",userns,pidns,mntns,ipcns,utsns", outsz);
+        if (pl->netns)
+            strlcat(out, ",netns", outsz);
+    }
+    if (pl->landlock) {
+        snprintf(buf, sizeof buf, ",landlock-v%d", pl->ll->abi);
+        strlcat(out, buf, outsz);
+    }
+    strlcat(out, ",seccomp", outsz);
+    if (pl->notify)
+        strlcat(out, ",supervisor", outsz);
+    strlcat(out, ",rlimits", outsz);
+}
 
 int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
                      char *err, size_t errsz)
 {
-    /* Interim: until the native layer is merged, auto means none unless the
-     * policy requires isolation. */
-    if (req->mode == ISO_AUTO && !policy_info(req->policy)->isolation_required) {
-        struct iso_request r = *req;
-        r.mode = ISO_NONE;
-        return iso_spawn(&r, child, err, errsz);
+    const struct policy_info *pi = policy_info(req->policy);
+    bool strict = req->mode == ISO_NATIVE || pi->isolation_required;
+    struct plan pl;
+    int rc = -1;
+
+    memset(&pl, 0, sizeof pl);
+    pl.req = req;
+    pl.uid = geteuid();
+    pl.gid = getegid();
+    pl.nrl = iso_rlimits(req->policy, pl.rl);
+    if (getcwd(pl.cwd, sizeof pl.cwd) == NULL) {
+        iso_errf(err, errsz, "isolation: getcwd: %s", strerror(errno));
+        return -1;
     }
-    iso_errf(err, errsz, "isolation %s: not available in this build yet; use --isolation none",
-             iso_mode_name(req->mode));
-    errno = ENOSYS;
-    return -1;
+    pl.mp = calloc(1, sizeof *pl.mp);
+    pl.ll = calloc(1, sizeof *pl.ll);
+    if (pl.mp == NULL || pl.ll == NULL) {
+        iso_errf(err, errsz, "isolation: out of memory");
+        goto out;
+    }
+    if (iso_landlock_plan(req, pl.ll, err, errsz) < 0)
+        goto out;
+    pl.landlock = pl.ll->abi > 0;
+    if (!pl.landlock && strict) {
+        iso_errf(err, errsz, "isolation: Landlock is not available on this kernel "
+                 "(needs Linux 5.13+ with lsm=landlock)%s",
+                 req->mode == ISO_NATIVE ? "" : " and the policy requires isolation");
+        goto out;
+    }
+    if (iso_mounts_plan(req, pl.mp, err, errsz) < 0)
+        goto out;
+    pl.notify = true;
+    if (iso_seccomp_build(pl.notify, &pl.bpf, err, errsz) < 0)
+        goto out;
+    pl.ns = true;
+    pl.netns = iso_net_loopback_only(req->policy);
+
+    rc = launch(&pl, child, err, errsz);
+    if (rc == -2 && !strict) {
+        /* AUTO: no namespaces here; the rest still stands. */
+        pl.ns = pl.netns = false;
+        rc = launch(&pl, child, err, errsz);
+    }
+    if (rc == 0)
+        layers_string(&pl, child->layers, sizeof child->layers);
+    else
+        rc = -1;
+out:
+    iso_bpf_free(&pl.bpf);
+    free(pl.mp);
+    free(pl.ll);
+    return rc;
+}
+
+int iso_child_status(struct iso_child *child, int status)
+{
+    char buf[1 + sizeof(int)];
+    int st = status;
+
+    if (child->status_fd >= 0) {
+        ssize_t n = recv(child->status_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n == (ssize_t)sizeof buf && buf[0] == 'W')
+            memcpy(&st, buf + 1, sizeof st);
+        close(child->status_fd);
+        child->status_fd = -1;
+    }
+    return st;
 }
 
 int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
                     char *err, size_t errsz)
 {
     (void)child;
-    iso_errf(err, errsz, "isolation %s: not available in this build yet; use --isolation none",
+    iso_errf(err, errsz, "isolation %s: not available in this build yet",
              iso_mode_name(req->mode));
     errno = ENOSYS;
     return -1;

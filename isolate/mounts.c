@@ -1,0 +1,587 @@
+/*
+ * mounts.c — the mount namespace: what the agent's file system looks like.
+ *
+ * Planned in sbx-guard (it may walk directories and allocate), applied by
+ * the sandbox's init in a fresh user+mount namespace, in this order:
+ *   1. every mount private, so nothing we do propagates back to the host;
+ *   2. a private tmpfs on /tmp (another agent's or the user's temporary
+ *      files are not the agent's business), binding back what must stay
+ *      reachable even if it lives under /tmp: the workspace, the preload,
+ *      the policy copy, events.sock, the current directory;
+ *   3. the audit store's directory and the runtime directory covered with
+ *      an empty read-only tmpfs, then events.sock (only it) bound back.
+ *      Landlock cannot subtract these from an allowed root ("/", "/tmp"):
+ *      this is what keeps them out of reach;
+ *   4. everything read-only (recursively), then the write roots of the
+ *      policy made writable again (nothing, with read_only: true): the
+ *      nearest superset of files.write.allow that mounts can express;
+ *      writable mounts are noexec unless an exec allow root overlaps them
+ *      (code the agent writes cannot be mapped executable: this stops
+ *      running downloaded programs through ld.so, which Landlock's EXECUTE
+ *      right does not see);
+ *   5. a fresh /proc for the new pid namespace;
+ *   6. deny-read files that exist at start covered by an empty mode-0000
+ *      file (directories: an empty mode-0000 tmpfs), write-deny paths that
+ *      exist at start bound read-only onto themselves.  Last, so that step 4
+ *      cannot make them writable again.
+ * What appears after start is not covered by step 6: the guard decides it.
+ */
+#include "iso_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "paths.h"
+
+/* Bounds of the deny-glob walk: start-up must stay fast on a big tree. */
+#define WALK_MAX_DEPTH   12
+#define WALK_MAX_ENTRIES 20000
+
+static bool path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (strcmp(dir, "/") == 0)
+        return true;
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool special_tree(const char *path)
+{
+    return path_under(path, "/proc") || path_under(path, "/sys") || path_under(path, "/dev");
+}
+
+static bool hidden(const struct iso_mounts *mp, const char *path)
+{
+    for (size_t i = 0; i < mp->n_hide; i++)
+        if (path_under(path, mp->hide[i]))
+            return true;
+    return false;
+}
+
+static void add_mnt(struct iso_mounts *mp, enum iso_mnt_kind kind, const char *path,
+                    const char *why)
+{
+    for (size_t i = 0; i < mp->n; i++) {
+        if (strcmp(mp->m[i].path, path) == 0 && mp->m[i].kind == kind)
+            return;
+        /* Already under a masked directory: nothing more to do. */
+        if (mp->m[i].kind == ISO_MNT_MASK_DIR && path_under(path, mp->m[i].path)
+            && kind != ISO_MNT_RW)
+            return;
+    }
+    if (mp->n == ISO_MNT_MAX) {
+        mp->truncated = true;
+        return;
+    }
+    mp->m[mp->n].kind = kind;
+    strlcpy(mp->m[mp->n].path, path, sizeof mp->m[0].path);
+    mp->m[mp->n].why = why;
+    mp->n++;
+}
+
+static void add_keep(struct iso_mounts *mp, const char *path)
+{
+    if (path == NULL || path[0] != '/' || mp->n_keep == sizeof mp->keep / sizeof mp->keep[0])
+        return;
+    for (size_t i = 0; i < mp->n_keep; i++)
+        if (strcmp(mp->keep[i], path) == 0)
+            return;
+    strlcpy(mp->keep[mp->n_keep++], path, sizeof mp->keep[0]);
+}
+
+struct walk {
+    struct iso_mounts *mp;
+    const char *pattern;
+    char dirpat[4096];          /* PATTERN without a trailing "/ **", or "" */
+    bool deny_read;             /* mask; else read-only bind */
+    const char *why;
+    unsigned entries;
+};
+
+static void mark(struct walk *w, const char *path, bool is_dir)
+{
+    if (hidden(w->mp, path) || special_tree(path))
+        return;
+    if (w->deny_read)
+        add_mnt(w->mp, is_dir ? ISO_MNT_MASK_DIR : ISO_MNT_MASK_FILE, path, w->why);
+    else
+        add_mnt(w->mp, ISO_MNT_RO, path, w->why);
+}
+
+static void walk_dir(struct walk *w, char *path, size_t len, int depth)
+{
+    DIR *d;
+    struct dirent *de;
+
+    if (depth > WALK_MAX_DEPTH || hidden(w->mp, path) || special_tree(path))
+        return;
+    d = opendir(path);
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        size_t nl;
+        bool is_dir;
+
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (++w->entries > WALK_MAX_ENTRIES) {
+            w->mp->truncated = true;
+            break;
+        }
+        nl = strlen(de->d_name);
+        if (len + 1 + nl >= 4096)
+            continue;
+        if (len > 1)
+            path[len] = '/';
+        memcpy(path + len + (len > 1), de->d_name, nl + 1);
+        /* Symlinks are not followed and not covered: the policy judges
+         * the file they point to, which has its own entry if it matches. */
+        is_dir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN) {
+            struct stat st;
+            is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        }
+        if (de->d_type != DT_LNK) {
+            if (policy_glob_match(w->pattern, path))
+                mark(w, path, is_dir);
+            else if (is_dir && w->dirpat[0] && policy_glob_match(w->dirpat, path))
+                mark(w, path, true);
+            else if (is_dir)
+                walk_dir(w, path, len + (len > 1) + nl, depth + 1);
+        }
+        path[len] = '\0';
+    }
+    closedir(d);
+}
+
+static void expand(struct iso_mounts *mp, const struct policy *p, enum policy_list l,
+                   bool deny_read)
+{
+    const struct policy_rule *r;
+    size_t n = policy_rules(p, l, &r);
+
+    for (size_t i = 0; i < n; i++) {
+        struct walk w = { .mp = mp, .pattern = r[i].pattern, .deny_read = deny_read,
+                          .why = r[i].section };
+        char root[4096];
+        struct stat st;
+        size_t pl;
+
+        if (w.pattern == NULL || policy_glob_root(w.pattern, root, sizeof root) < 0)
+            continue;
+        pl = strlen(w.pattern);
+        if (pl > 3 && strcmp(w.pattern + pl - 3, "/**") == 0 && pl - 3 < sizeof w.dirpat) {
+            memcpy(w.dirpat, w.pattern, pl - 3);
+            w.dirpat[pl - 3] = '\0';
+        }
+        if (lstat(root, &st) < 0 || S_ISLNK(st.st_mode))
+            continue;
+        if (strcmp(root, w.pattern) == 0 || strcmp(root, w.dirpat) == 0) {
+            mark(&w, root, S_ISDIR(st.st_mode));     /* a literal path or DIR/ ** */
+            continue;
+        }
+        if (S_ISDIR(st.st_mode))
+            walk_dir(&w, root, strlen(root), 0);
+    }
+}
+
+static bool exec_overlaps(const struct policy *p, const char *dir)
+{
+    const struct policy_rule *r;
+    size_t n = policy_rules(p, POLICY_EXEC_ALLOW, &r);
+    char root[4096];
+
+    for (size_t i = 0; i < n; i++)
+        if (r[i].pattern && policy_glob_root(r[i].pattern, root, sizeof root) == 0
+            && (path_under(root, dir) || path_under(dir, root)))
+            return true;
+    return false;
+}
+
+int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
+                    char *err, size_t errsz)
+{
+    const struct policy *p = req->policy;
+    const struct policy_info *pi = policy_info(p);
+    char buf[4096];
+
+    memset(mp, 0, sizeof *mp);
+    mp->private_tmp = true;
+    mp->new_proc = true;
+
+    /* What must not be. */
+    if (req->audit_db && req->audit_db[0] == '/') {
+        strlcpy(buf, req->audit_db, sizeof buf);
+        char *slash = strrchr(buf, '/');
+        if (slash == buf) {
+            iso_errf(err, errsz, "mounts: the audit store %s is in /: cannot hide its directory",
+                     req->audit_db);
+            return -1;
+        }
+        *slash = '\0';
+        strlcpy(mp->hide[mp->n_hide++], buf, sizeof mp->hide[0]);
+    }
+    if (req->runtime_dir && req->runtime_dir[0] == '/') {
+        if (strcmp(req->runtime_dir, "/") == 0) {
+            iso_errf(err, errsz, "mounts: the runtime directory is /");
+            return -1;
+        }
+        strlcpy(mp->hide[mp->n_hide++], req->runtime_dir, sizeof mp->hide[0]);
+    }
+
+    /* What must stay reachable: directories only outside the hidden ones
+     * (binding them back would uncover what is hidden), single files
+     * anywhere. */
+    if (req->workspace && hidden(mp, req->workspace)) {
+        iso_errf(err, errsz, "mounts: the workspace %s is inside the audit store's or the "
+                 "runtime directory", req->workspace);
+        return -1;
+    }
+    add_keep(mp, req->workspace);
+    if (getcwd(buf, sizeof buf) && !hidden(mp, buf))
+        add_keep(mp, buf);
+    add_keep(mp, req->preload);
+    add_keep(mp, req->policy_copy);
+    if (req->runtime_dir) {
+        snprintf(buf, sizeof buf, "%s/%s", req->runtime_dir, SBX_EVENTS_SOCK);
+        add_keep(mp, buf);
+    }
+
+    /* Read-only everywhere but the write roots. */
+    mp->all_ro = true;
+    if (!pi->read_only) {
+        const struct policy_rule *r;
+        size_t n = policy_rules(p, POLICY_WRITE_ALLOW, &r);
+        for (size_t i = 0; i < n; i++) {
+            struct stat st;
+            if (r[i].pattern == NULL || policy_glob_root(r[i].pattern, buf, sizeof buf) < 0)
+                continue;
+            if (strcmp(buf, "/") == 0) {
+                mp->all_ro = false;     /* the policy lets it write anywhere */
+                break;
+            }
+            /* Not there yet: its nearest existing parent (the agent may
+             * create it), but never "/". */
+            while (stat(buf, &st) < 0) {
+                char *slash = strrchr(buf, '/');
+                if (slash == NULL || slash == buf) {
+                    buf[0] = '\0';
+                    break;
+                }
+                *slash = '\0';
+            }
+            if (buf[0] == '\0' || strcmp(buf, "/") == 0 || special_tree(buf) || hidden(mp, buf))
+                continue;
+            add_mnt(mp, ISO_MNT_RW, buf,
+                    exec_overlaps(p, buf) ? "files.write.allow" : "files.write.allow (noexec)");
+        }
+    }
+
+    expand(mp, p, POLICY_READ_DENY, true);
+    expand(mp, p, POLICY_WRITE_DENY, false);
+    return 0;
+}
+
+/* ---- applied in the sandbox's init ---------------------------------------- */
+
+struct keep_state {
+    dev_t dev;
+    ino_t ino;
+    mode_t mode;
+    int tree;                   /* detached clone, or -1 */
+};
+
+static int mkdir_p(const char *path)
+{
+    char buf[4096];
+
+    strlcpy(buf, path, sizeof buf);
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+/* Creates an empty file or directory at PATH to mount on. */
+static int mountpoint(const char *path, bool dir)
+{
+    char parent[4096];
+    char *slash;
+    int fd;
+
+    strlcpy(parent, path, sizeof parent);
+    slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = '\0';
+        if (mkdir_p(parent) < 0)
+            return -1;
+    }
+    if (dir)
+        return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+static int attach(int tree, const char *path)
+{
+    return move_mount(tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+/* Covers each of HIDES with a fresh tmpfs, then puts back every keep that
+ * the covering made disappear.  RO: the covering tmpfs ends read-only. */
+static int hide_and_restore(const struct iso_mounts *mp, const char *const *hides, size_t nh,
+                            bool ro, const char *tmpfs_opts, char *err, size_t errsz)
+{
+    struct keep_state ks[8];
+    int rc = -1;
+
+    for (size_t i = 0; i < mp->n_keep; i++) {
+        struct stat st;
+        ks[i].tree = -1;
+        if (stat(mp->keep[i], &st) < 0)
+            continue;
+        ks[i].dev = st.st_dev;
+        ks[i].ino = st.st_ino;
+        ks[i].mode = st.st_mode;
+        ks[i].tree = open_tree(AT_FDCWD, mp->keep[i],
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (ks[i].tree < 0) {
+            iso_errf(err, errsz, "mounts: clone %s: %s", mp->keep[i], strerror(errno));
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < nh; i++) {
+        struct stat st;
+        if (stat(hides[i], &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;           /* already gone from view */
+        if (mount("tmpfs", hides[i], "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_opts) < 0) {
+            iso_errf(err, errsz, "mounts: tmpfs on %s: %s", hides[i], strerror(errno));
+            goto out;
+        }
+    }
+    /* Shortest first: the workspace before a keep inside it. */
+    for (size_t len = 1; len < 4096; len++)
+        for (size_t i = 0; i < mp->n_keep; i++) {
+            struct stat st;
+            if (ks[i].tree < 0 || strlen(mp->keep[i]) != len)
+                continue;
+            if (stat(mp->keep[i], &st) == 0 && st.st_dev == ks[i].dev && st.st_ino == ks[i].ino)
+                continue;       /* still the same object */
+            if (mountpoint(mp->keep[i], S_ISDIR(ks[i].mode)) < 0
+                || attach(ks[i].tree, mp->keep[i]) < 0) {
+                iso_errf(err, errsz, "mounts: keep %s: %s", mp->keep[i], strerror(errno));
+                goto out;
+            }
+        }
+    if (ro)
+        for (size_t i = 0; i < nh; i++) {
+            struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC };
+            /* Not recursive: the keeps bound inside keep their own flags. */
+            if (mount_setattr(AT_FDCWD, hides[i], 0, &a, sizeof a) < 0 && errno != ENOENT
+                && errno != EINVAL) {
+                iso_errf(err, errsz, "mounts: read-only %s: %s", hides[i], strerror(errno));
+                goto out;
+            }
+        }
+    rc = 0;
+out:
+    for (size_t i = 0; i < mp->n_keep; i++)
+        if (ks[i].tree >= 0)
+            close(ks[i].tree);
+    return rc;
+}
+
+/* A detached tmpfs holding the empty, mode-0000 file and directory that
+ * masks are cloned from.  It is never attached anywhere itself. */
+static int mask_source(char *err, size_t errsz)
+{
+    int fs, mnt, fd;
+
+    fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0
+        || fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0000", 0) < 0
+        || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+        iso_errf(err, errsz, "mounts: mask tmpfs: %s", strerror(errno));
+        if (fs >= 0)
+            close(fs);
+        return -1;
+    }
+    mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    close(fs);
+    if (mnt < 0) {
+        iso_errf(err, errsz, "mounts: mask mount: %s", strerror(errno));
+        return -1;
+    }
+    fd = openat(mnt, "file", O_WRONLY | O_CREAT | O_CLOEXEC, 0);
+    if (fd < 0 || mkdirat(mnt, "dir", 0) < 0 || fchmodat(mnt, "dir", 0, 0) < 0) {
+        iso_errf(err, errsz, "mounts: mask files: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        close(mnt);
+        return -1;
+    }
+    close(fd);
+    return mnt;
+}
+
+/* Clones FROM (a path relative to DIRFD), sets ATTR on the clone and
+ * attaches it on PATH. */
+static int bind_with(int dirfd, const char *from, const char *path, uint64_t set, uint64_t clr)
+{
+    struct mount_attr a = { .attr_set = set, .attr_clr = clr };
+    int t = open_tree(dirfd, from, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE
+                                   | (from[0] ? 0 : AT_EMPTY_PATH));
+    int rc = -1;
+
+    if (t < 0)
+        return -1;
+    if ((set || clr) && mount_setattr(t, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        goto out;
+    rc = attach(t, path);
+out:
+    close(t);
+    return rc;
+}
+
+int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
+{
+    const char *tmp[1] = { "/tmp" };
+    const char *hides[4];
+    int masks = -1;
+
+    /* 1. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        iso_errf(err, errsz, "mounts: make / private: %s", strerror(errno));
+        return -1;
+    }
+    /* 2. */
+    if (mp->private_tmp
+        && hide_and_restore(mp, tmp, 1, false, "mode=1777", err, errsz) < 0)
+        return -1;
+    /* 3. */
+    for (size_t i = 0; i < mp->n_hide; i++)
+        hides[i] = mp->hide[i];
+    if (hide_and_restore(mp, hides, mp->n_hide, true, "mode=0755,size=16k", err, errsz) < 0)
+        return -1;
+    /* 4. */
+    if (mp->all_ro) {
+        struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
+        if (mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &a, sizeof a) < 0) {
+            iso_errf(err, errsz, "mounts: read-only /: %s", strerror(errno));
+            return -1;
+        }
+        for (size_t i = 0; i < mp->n; i++) {
+            if (mp->m[i].kind != ISO_MNT_RW)
+                continue;
+            bool noexec = strstr(mp->m[i].why, "noexec") != NULL;
+            if (bind_with(AT_FDCWD, mp->m[i].path, mp->m[i].path,
+                          noexec ? MOUNT_ATTR_NOEXEC : 0, MOUNT_ATTR_RDONLY) < 0) {
+                iso_errf(err, errsz, "mounts: writable %s: %s", mp->m[i].path, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    /* 5. */
+    if (mp->new_proc
+        && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        iso_errf(err, errsz, "mounts: /proc: %s", strerror(errno));
+        return -1;
+    }
+    /* The fresh /proc is writable; what in it acts on the whole machine is
+     * not (as root, the agent is uid 0 on the host, capabilities or not, and
+     * /proc/sysrq-trigger or /proc/sys only check the uid). */
+    if (mp->new_proc) {
+        static const char *const proc_ro[] = {
+            "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+        };
+        for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++)
+            if (bind_with(AT_FDCWD, proc_ro[i], proc_ro[i], MOUNT_ATTR_RDONLY, 0) < 0
+                && errno != ENOENT) {
+                iso_errf(err, errsz, "mounts: read-only %s: %s", proc_ro[i], strerror(errno));
+                return -1;
+            }
+    }
+    /* 6. */
+    for (size_t i = 0; i < mp->n; i++) {
+        const struct iso_mnt *m = &mp->m[i];
+        uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+        int rc;
+
+        if (m->kind == ISO_MNT_RW)
+            continue;
+        if ((m->kind == ISO_MNT_MASK_FILE || m->kind == ISO_MNT_MASK_DIR) && masks < 0
+            && (masks = mask_source(err, errsz)) < 0)
+            return -1;
+        switch (m->kind) {
+        case ISO_MNT_MASK_FILE:
+            rc = bind_with(masks, "file", m->path, ro, 0);
+            break;
+        case ISO_MNT_MASK_DIR:
+            rc = bind_with(masks, "dir", m->path, ro, 0);
+            break;
+        default:
+            rc = bind_with(AT_FDCWD, m->path, m->path, MOUNT_ATTR_RDONLY, 0);
+            break;
+        }
+        /* Gone since the plan was made (or under the private /tmp): fine. */
+        if (rc < 0 && errno != ENOENT) {
+            iso_errf(err, errsz, "mounts: cover %s: %s", m->path, strerror(errno));
+            close(masks);
+            return -1;
+        }
+    }
+    if (masks >= 0)
+        close(masks);
+    return 0;
+}
+
+static const char *kind_name(enum iso_mnt_kind k)
+{
+    switch (k) {
+    case ISO_MNT_HIDE: return "hide (empty tmpfs)";
+    case ISO_MNT_MASK_FILE: return "empty mode-0000 file over";
+    case ISO_MNT_MASK_DIR: return "empty mode-0000 tmpfs over";
+    case ISO_MNT_RO: return "read-only bind";
+    case ISO_MNT_RW: return "writable bind";
+    }
+    return "?";
+}
+
+void iso_mounts_print(const struct iso_mounts *mp, FILE *out)
+{
+    fprintf(out, "mount namespace (private propagation):\n");
+    if (mp->private_tmp)
+        fprintf(out, "  tmpfs /tmp (private, mode 1777)\n");
+    for (size_t i = 0; i < mp->n_hide; i++)
+        fprintf(out, "  empty read-only tmpfs over %s\n", mp->hide[i]);
+    for (size_t i = 0; i < mp->n_keep; i++)
+        fprintf(out, "  kept reachable: %s\n", mp->keep[i]);
+    if (mp->all_ro)
+        fprintf(out, "  every mount read-only, except the writable binds below\n");
+    if (mp->new_proc)
+        fprintf(out, "  fresh /proc for the pid namespace\n");
+    for (size_t i = 0; i < mp->n; i++)
+        fprintf(out, "  %s %s   (%s)\n", kind_name(mp->m[i].kind), mp->m[i].path, mp->m[i].why);
+    if (mp->truncated)
+        fprintf(out, "  (deny globs had more matches than are covered at start: the guard decides the rest)\n");
+}

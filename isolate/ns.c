@@ -1,0 +1,158 @@
+/*
+ * ns.c — namespace details: the user namespace's id maps, the decision to
+ * give the agent a network namespace, and bringing up its loopback.
+ */
+#include "iso_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t n;
+    size_t len = strlen(text);
+
+    if (fd < 0)
+        return -1;
+    n = write(fd, text, len);
+    close(fd);
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+/* The agent keeps its own uid and gid inside (files it creates belong to
+ * the user, tools that print ids are not confused).  A process may map its
+ * own ids into a namespace it just created; setgroups must be switched off
+ * first for the gid map (else it could drop a group that denies it access). */
+int iso_write_id_maps(uid_t uid, gid_t gid, char *err, size_t errsz)
+{
+    char line[64];
+
+    if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT) {
+        iso_errf(err, errsz, "user namespace: setgroups: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(line, sizeof line, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+    if (write_file("/proc/self/uid_map", line) < 0) {
+        iso_errf(err, errsz, "user namespace: uid_map: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(line, sizeof line, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+    if (write_file("/proc/self/gid_map", line) < 0) {
+        iso_errf(err, errsz, "user namespace: gid_map: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The host part of a rule's text: "127.0.0.1:80" -> "127.0.0.1",
+ * "[::1]:80" -> "::1", "10.0.0.0/8" -> "10.0.0.0/8". */
+static void host_part(const char *text, char *out, size_t outsz)
+{
+    const char *colon;
+
+    if (text[0] == '[') {
+        const char *end = strchr(text, ']');
+        size_t n = end ? (size_t)(end - text - 1) : 0;
+        if (n >= outsz)
+            n = outsz - 1;
+        memcpy(out, text + 1, n);
+        out[n] = '\0';
+        return;
+    }
+    strlcpy(out, text, outsz);
+    colon = strchr(out, ':');
+    if (colon && strchr(colon + 1, ':') == NULL)    /* not a bare IPv6 */
+        out[colon - out] = '\0';
+}
+
+static bool is_loopback(const struct policy_rule *r)
+{
+    char host[256];
+    struct in_addr a4;
+    struct in6_addr a6;
+    char *slash;
+
+    host_part(r->text, host, sizeof host);
+    switch (r->net_kind) {
+    case POLICY_NET_UNIX:
+        return true;            /* path sockets work across net namespaces */
+    case POLICY_NET_HOST:
+        return strcmp(host, "localhost") == 0;
+    case POLICY_NET_IP:
+    case POLICY_NET_CIDR:
+        slash = strchr(host, '/');
+        if (slash) {
+            long bits;
+            char *end;
+            *slash = '\0';
+            bits = strtol(slash + 1, &end, 10);
+            if (inet_pton(AF_INET, host, &a4) == 1)
+                return bits >= 8 && (ntohl(a4.s_addr) >> 24) == 127;
+            return inet_pton(AF_INET6, host, &a6) == 1 && bits == 128
+                   && IN6_IS_ADDR_LOOPBACK(&a6);
+        }
+        if (inet_pton(AF_INET, host, &a4) == 1)
+            return (ntohl(a4.s_addr) >> 24) == 127;
+        return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    default:
+        return false;
+    }
+}
+
+bool iso_net_loopback_only(const struct policy *p)
+{
+    const struct policy_rule *r;
+    size_t n;
+    const struct policy_info *pi = policy_info(p);
+
+    /* Audit mode records what would be denied and denies nothing: the
+     * agent must see the network it will have in enforce mode. */
+    if (pi->audit_mode)
+        return false;
+    n = policy_rules(p, POLICY_CONNECT_ALLOW, &r);
+    for (size_t i = 0; i < n; i++)
+        if (!is_loopback(&r[i]))
+            return false;
+    n = policy_rules(p, POLICY_BIND_ALLOW, &r);
+    for (size_t i = 0; i < n; i++)
+        if (!is_loopback(&r[i]))
+            return false;
+    return true;
+}
+
+int iso_net_lo_up(char *err, size_t errsz)
+{
+    struct ifreq ifr;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (s < 0) {
+        iso_errf(err, errsz, "net namespace: socket: %s", strerror(errno));
+        return -1;
+    }
+    memset(&ifr, 0, sizeof ifr);
+    strlcpy(ifr.ifr_name, "lo", sizeof ifr.ifr_name);
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+        iso_errf(err, errsz, "net namespace: lo: %s", strerror(errno));
+        close(s);
+        return -1;
+    }
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) {
+        iso_errf(err, errsz, "net namespace: lo up: %s", strerror(errno));
+        close(s);
+        return -1;
+    }
+    close(s);
+    return 0;
+}
