@@ -227,7 +227,7 @@ static void test_emit_init_refuses_missing_arguments(void **state)
     (void)state;
     assert_int_equal(sbx_emit_init(NULL, "a", "b"), -1);
     assert_int_equal(sbx_emit_init("/tmp", "", "b"), -1);
-    char longdir[300];
+    char longdir[5000];
     memset(longdir, 'd', sizeof longdir - 1);
     longdir[sizeof longdir - 1] = '\0';
     assert_int_equal(sbx_emit_init(longdir, "a", "b"), -1);
