@@ -475,13 +475,3 @@ int iso_child_status(struct iso_child *child, int status)
     }
     return st;
 }
-
-int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
-                    char *err, size_t errsz)
-{
-    (void)child;
-    iso_errf(err, errsz, "isolation %s: not available in this build yet",
-             iso_mode_name(req->mode));
-    errno = ENOSYS;
-    return -1;
-}
