@@ -53,14 +53,26 @@ struct glob {
     size_t plen;            /* every match starts with pat[0..plen) */
     const char *suf;        /* every match ends with suf[0..slen) */
     size_t slen;
+    uint64_t bigrams[2];    /* GLOB_GENERAL: the character pairs every
+                             * match contains (a 128-bit Bloom filter) */
 };
+
+/* The Bloom filter of the character pairs of a path: computed once per
+ * decision, it lets a rule that needs "private-3" or ".ssh" be rejected
+ * with two ANDs before the matcher runs. */
+struct glob_path {
+    const char *path;
+    size_t len;
+    uint64_t bigrams[2];
+};
+void glob_path_init(struct glob_path *gp, const char *path);
 
 /* Checks the syntax of a glob as written; NULL if fine, else a message. */
 const char *glob_check(const char *text, size_t len);
 /* Fills G's prefilter for G->pat (already expanded and normalized). */
 void glob_prepare(struct glob *g);
 /* Full match of the compiled glob against a normalized absolute path. */
-bool glob_match_compiled(const struct glob *g, const char *path, size_t len);
+bool glob_match_compiled(const struct glob *g, const struct glob_path *gp);
 
 /* ---- network rules -------------------------------------------------------- */
 
