@@ -338,14 +338,17 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
         }
         if (pf[1].revents & POLLIN)
             (void)recv_msg(sp[0], child);
-        if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
-            (void)iso_supervise_quiet(child->notify_fd, req);
+        /* The exec's outcome first: once it is known, a pending
+         * notification is the agent's own doing and sbx-guard's to
+         * record; only the agent's first execve is answered here. */
         if (pf[0].revents & (POLLIN | POLLHUP)) {
             do
                 n = read(ep[0], &m, sizeof m);
             while (n < 0 && errno == EINTR);
             break;
         }
+        if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
+            (void)iso_supervise_quiet(child->notify_fd, req);
     }
     (void)recv_msg(sp[0], child);
     if (n == 0 && (!pl->notify || child->notify_fd >= 0)) {
