@@ -129,15 +129,21 @@ static int listen_on(const char *path, mode_t mode, bool passcred)
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return -1;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strlcpy(sa.sun_path, path, sizeof sa.sun_path);
+    struct sockaddr_un sa;
+    int dfd = -1;
+    if (sbx_unix_addr(path, &sa, &dfd) < 0) {
+        close(s);
+        return -1;
+    }
     int one = 1;
     if (passcred)
         setsockopt(s, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
     /* We hold the pid-file lock, so a socket file left here is stale. */
     unlink(path);
-    if (bind(s, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(path, mode) < 0 ||
-        listen(s, 128) < 0) {
+    int rc = bind(s, (struct sockaddr *)&sa, sizeof sa);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc < 0 || chmod(path, mode) < 0 || listen(s, 128) < 0) {
         int e = errno;
         close(s);
         errno = e;
@@ -214,15 +220,13 @@ static void turn(struct daemon *d)
 
     int timeout = 0;
     bool slept = false;
-    if (got == 0 && audit_store_pending(d->store) == 0) {
-        /* Idle: ask producers to wake us, unless one slipped in. */
-        if (rings_prepare_sleep(d))
-            timeout = 0;
-        else
-            timeout = now < d->store_retry_ms ? (int)(d->store_retry_ms - now) : 1000;
-        slept = true;
-    } else if (now < d->store_retry_ms) {
+    if (now < d->store_retry_ms) {
+        /* The store failed: the rings hold the events; try again later. */
         timeout = (int)(d->store_retry_ms - now);
+    } else if (got == 0 && audit_store_pending(d->store) == 0) {
+        /* Idle: ask producers to wake us, unless one slipped in. */
+        timeout = rings_prepare_sleep(d) ? 0 : 1000;
+        slept = true;
     }
     /* Pending kills need the tick at least every 100 ms. */
     for (struct agent *a = d->agents; a; a = a->next)
@@ -288,7 +292,7 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
                          SBX_EVENTS_SOCK) >= sizeof d->events_path ||
         (size_t)snprintf(d->ctl_path, sizeof d->ctl_path, "%s/%s", runtime_dir,
                          SBX_CONTROL_SOCK) >= sizeof d->ctl_path) {
-        daemon_log("%s: path too long for a socket", runtime_dir);
+        daemon_log("%s: path too long", runtime_dir);
         goto out;
     }
     if (audit_store_open(db_path, false, &d->store, err, sizeof err) < 0) {

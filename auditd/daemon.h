@@ -94,7 +94,7 @@ struct daemon {
     struct ring *rings;
     struct agent *agents;
     struct conn *conns;
-    char events_path[108], ctl_path[108];
+    char events_path[4096], ctl_path[4096];
     uid_t uid;
     bool stopping;
     uint64_t batch_started_ms;

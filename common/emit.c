@@ -46,6 +46,7 @@
 
 #include <bsd/string.h>
 
+#include "ctl.h"
 #include "paths.h"
 
 enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
@@ -62,7 +63,7 @@ struct emit_proc {
  * same agent). */
 static struct {
     bool inited;
-    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char sock_path[4096];
     char agent_id[64];
     char token[72];
 } cfg;
@@ -72,7 +73,7 @@ static struct emit_proc *proc;
  * the parent's descriptors and mapping, which it closes before registering
  * its own. */
 static struct { void *map; int memfd, efd, sock; } inherited = { NULL, -1, -1, -1 };
-static char last_error[160];
+static char last_error[512];
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
 #define WAIT_REG_NS    3000000000ull   /* registration by another thread */
@@ -150,11 +151,18 @@ static int send_registration(int memfd, int efd)
         set_error("socket failed");
         return -1;
     }
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strlcpy(sa.sun_path, cfg.sock_path, sizeof sa.sun_path);
-    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        snprintf(last_error, sizeof last_error, "cannot reach sbx-auditd at %s: %s",
-                 cfg.sock_path, strerror(errno));
+    struct sockaddr_un sa;
+    int dfd = -1;
+    int rc = sbx_unix_addr(cfg.sock_path, &sa, &dfd);
+    if (rc == 0)
+        rc = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc < 0) {
+        /* A long path is cut: this is only a message. */
+        if (snprintf(last_error, sizeof last_error, "cannot reach sbx-auditd at %s: %s",
+                     cfg.sock_path, strerror(errno)) < 0)
+            last_error[0] = '\0';
         goto fail;
     }
     struct sbx_ring_reg reg;
