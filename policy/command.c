@@ -7,10 +7,13 @@
  * own as well, after skipping wrappers that run their arguments as a
  * command: env (with options and VAR=value), nohup, timeout, nice, exec,
  * command, time, stdbuf, setsid.  A deny match on either denies; with a
- * non-empty allow list the whole command line must match an allow. */
+ * non-empty allow list the whole command line must match an allow.  A
+ * program started under another name is also judged under its resolved
+ * path (deny list only). */
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,9 +183,11 @@ static const struct policy_rule *first_match(const struct policy *p, enum policy
     return NULL;
 }
 
-/* The command part of a decision: LINE (and SCRIPT, if any). */
+/* The command part of a decision: LINE, and for the deny list also SCRIPT
+ * and REAL_LINE when they are not NULL. */
 static enum sbx_decision decide_line(const struct policy *p, const char *line,
-                                     const char *script, struct policy_verdict *v)
+                                     const char *script, const char *real_line,
+                                     struct policy_verdict *v)
 {
     const struct policy_rule *r = NULL;
     pcre2_match_data *md = NULL;
@@ -198,6 +203,8 @@ static enum sbx_decision decide_line(const struct policy *p, const char *line,
     r = first_match(p, POLICY_CMD_DENY, md, line, true);
     if (r == NULL && script != NULL)
         r = first_match(p, POLICY_CMD_DENY, md, script, true);
+    if (r == NULL && real_line != NULL)
+        r = first_match(p, POLICY_CMD_DENY, md, real_line, true);
     if (r != NULL) {
         d = policy_verdict_set(p, v, r, SBX_DENY, r->reason ? r->reason : "matches commands.deny",
                                false);
@@ -248,7 +255,10 @@ enum sbx_decision policy_decide_exec(const struct policy *p, const char *abspath
     char buf[4096], *line;
     size_t argc;
     enum sbx_decision d;
+    struct policy_verdict local;
 
+    if (v == NULL)
+        v = &local;
     d = policy_decide_path(p, SBX_OP_EXEC, abspath, v);
     if (v->audit || d == SBX_DENY)
         return d;       /* the path already decided (in audit mode: would deny) */
@@ -260,7 +270,22 @@ enum sbx_decision policy_decide_exec(const struct policy *p, const char *abspath
     if (line == NULL)
         return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
                                   "out of memory while matching command rules", true);
-    d = decide_line(p, line, shell_script(argv, argc), v);
+    /* A program run under another name ("ln -s /usr/bin/rm x; ./x -rf /")
+     * is also judged under its real one: the deny list sees the command
+     * line with argv[0] replaced by the resolved path. */
+    char *real_line = NULL;
+    if (strcmp(base_name(abspath), base_name(argv[0])) != 0) {
+        const char *rest = argc > 1 ? line + strlen(argv[0]) : "";
+        if (asprintf(&real_line, "%s%s", abspath, rest) < 0) {
+            real_line = NULL;
+            d = policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
+                                   "out of memory while matching command rules", true);
+            goto out;
+        }
+    }
+    d = decide_line(p, line, shell_script(argv, argc), real_line, v);
+out:
+    free(real_line);
     if (line != buf)
         free(line);
     return d;
@@ -330,7 +355,7 @@ enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdl
         if (n > 0)
             script = shell_script(words, (size_t)n);
     }
-    d = decide_line(p, cmdline, script, v);
+    d = decide_line(p, cmdline, script, NULL, v);
     free(store);
     return d;
 }

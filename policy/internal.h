@@ -174,6 +174,21 @@ const char *leaf_path(enum leaf_id id);
 /* Converts leaf ID's NODE (from FILE) into the policy. */
 void values_apply(struct loader *ld, enum leaf_id id, const char *file,
                   yaml_document_t *doc, yaml_node_t *node);
+/* values.c: a scalar's text or NULL; YAML null; "a list", "nothing", ... */
+const char *value_str(yaml_node_t *n);
+bool value_is_null(yaml_node_t *n);
+const char *value_type_name(yaml_node_t *n);
+/* lists.c: checks that NODE is a list (reports otherwise, naming WHAT and
+ * what it is a list OF); its length, or -1. */
+long value_want_list(struct loader *ld, const char *file, yaml_node_t *node,
+                     const char *what, const char *of);
+/* lists.c: the list keys, into list L of the policy. */
+void values_glob_list(struct loader *ld, enum policy_list l, const char *file,
+                      yaml_document_t *doc, yaml_node_t *node);
+void values_cmd_list(struct loader *ld, enum policy_list l, const char *file,
+                     yaml_document_t *doc, yaml_node_t *node);
+void values_net_list(struct loader *ld, enum policy_list l, const char *file,
+                     yaml_document_t *doc, yaml_node_t *node);
 /* Fills the parts of the policy that do not come from a key (implicit rules,
  * protect). */
 int values_finish(struct loader *ld, const struct policy_options *opt);

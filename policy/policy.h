@@ -117,6 +117,9 @@ struct policy_verdict {
                                  * "no files.write.allow rule matches", ... */
 };
 
+/* Every policy_decide_* function returns what the caller does and, if V is
+ * not NULL, fills it. */
+
 /* Formats "SECTION \"TEXT\" FILE:LINE" for audit rows and notices. */
 int policy_rule_format(const struct policy_rule *r, char *out, size_t outsz);
 
@@ -139,7 +142,10 @@ enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdl
                                         struct policy_verdict *v);
 
 /* Decides OP (connect, send or bind) to SA.  HOST is the name SA was
- * resolved from, or NULL; name rules match only when HOST is given. */
+ * resolved from, or NULL; name rules match only when HOST is given.  An
+ * AF_UNIX path must be absolute (the caller resolves it against its cwd);
+ * an abstract name is matched as "@name".  Families other than AF_INET,
+ * AF_INET6 and AF_UNIX are allowed (not governed by network rules). */
 enum sbx_decision policy_decide_net(const struct policy *p, enum sbx_op op,
                                     const struct sockaddr *sa, socklen_t salen,
                                     const char *host, struct policy_verdict *v);
@@ -155,10 +161,15 @@ int policy_decide_net_text(const struct policy *p, enum sbx_op op,
  * and "//", drops a trailing "/".  No system call.  -1/ENAMETOOLONG. */
 int policy_path_lexical(const char *base, const char *path, char *out, size_t outsz);
 
-/* policy_path_lexical, then resolves symlinks in the components that exist
- * (what does not exist yet is kept as written: a file about to be created).
- * If the last component is a symlink it is followed unless NOFOLLOW.
- * -1/ELOOP on a symlink loop. */
+/* Makes PATH absolute against BASE and resolves symlinks in the components
+ * that exist, component by component like the kernel: ".." after a symlink
+ * is the parent of its target (so not a lexical fold first); what does not
+ * exist yet is kept as written (a file about to be created), folded.  If the
+ * last component is a symlink it is followed unless NOFOLLOW.  "/proc/self"
+ * and "/proc/thread-self" are kept as written; a /proc link whose target is
+ * not a path ("pipe:[12]") ends resolution with the path as it is.  System
+ * calls: lstat and readlink.  -1/ELOOP on a symlink loop (40 links),
+ * -1/ENAMETOOLONG. */
 int policy_path_resolve(const char *base, const char *path, bool nofollow,
                         char *out, size_t outsz);
 
