@@ -214,6 +214,11 @@ static void turn(struct daemon *d)
                     rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
                     now - d->batch_started_ms >= BATCH_MS))
         daemon_commit(d, false);
+    if (audit_store_pending(d->store) == 0 &&
+        audit_store_checkpoint(d->store, got == 0 && now - d->last_busy_ms >= 1000) < 0)
+        daemon_log("audit store: %s", audit_store_errmsg(d->store));
+    if (got)
+        d->last_busy_ms = now;
     rings_reap(d);
     ctl_tick(d);
     maybe_prune(d);
@@ -225,7 +230,7 @@ static void turn(struct daemon *d)
         timeout = (int)(d->store_retry_ms - now);
     } else if (got == 0 && audit_store_pending(d->store) == 0) {
         /* Idle: ask producers to wake us, unless one slipped in. */
-        timeout = rings_prepare_sleep(d) ? 0 : 1000;
+        timeout = rings_prepare_sleep(d) ? 0 : now - d->last_busy_ms < 1000 ? 1000 : 10000;
         slept = true;
     }
     /* Pending kills need the tick at least every 100 ms. */

@@ -104,6 +104,7 @@ struct daemon {
     int64_t retain_ns;          /* 0: keep everything */
     uint64_t next_prune_ms;
     uint64_t last_head_log_ms;
+    uint64_t last_busy_ms;      /* last turn that drained something */
     int64_t logged_head;
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
 };

@@ -12,6 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sha2.h>
+
+#include "sha256.h"
 #include "store.h"
 
 static char path[4096];
@@ -275,9 +278,27 @@ static void test_a_missing_store_is_a_clear_error_when_read_only(void **state)
     assert_non_null(strstr(err, "no audit store at /nonexistent/x/audit.db"));
 }
 
+static void test_the_chain_s_sha256_matches_libmd_on_every_length(void **state)
+{
+    (void)state;
+    unsigned char buf[700], a[32], b[32];
+    srand(11);
+    for (size_t n = 0; n < sizeof buf; n++) {
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)rand();
+        SHA2_CTX c;
+        SHA256Init(&c);
+        SHA256Update(&c, buf, n);
+        SHA256Final(a, &c);
+        audit_sha256(buf, n, b);
+        assert_memory_equal(a, b, 32);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_chain_s_sha256_matches_libmd_on_every_length),
         cmocka_unit_test(test_rows_are_stored_with_increasing_ids),
         cmocka_unit_test(test_query_filters_by_agent_decision_op_since_and_limit),
         cmocka_unit_test(test_an_intact_chain_verifies),
