@@ -186,8 +186,10 @@ $(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(SBX_LIBS)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
 
 # bench/*.c that are not bench_*: stand-alone programs the macro benchmarks
-# run bare and under the guard (no sbx libraries in them).
-$(BUILD)/bench/%: bench/%.c
+# run bare and under the guard (no sbx libraries in them).  A static
+# pattern rule: as a plain pattern rule it would also catch bench_*, whose
+# object must first be built (make prefers the rule whose inputs exist).
+$(patsubst bench/%.c,$(BUILD)/bench/%,$(BPROG_SRC)): $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
 

@@ -20,7 +20,6 @@
 #include "daemon.h"
 
 #define KILL_TIMEOUT_MS 5000
-#define KILL_RESEND_MS  1000
 
 static char inbuf[SBX_CTL_MAX + 1];
 static struct sbx_msgbuf outbuf;
@@ -427,9 +426,6 @@ void ctl_tick(struct daemon *d)
         if (now >= a->kill->deadline_ms) {
             kill_target_done(d, a, false, "kill recorded and sent, but its guard did not "
                              "confirm within 5 s");
-        } else if (now - a->cmd_sent_ms >= KILL_RESEND_MS) {
-            a->cmd_sent_ms = now;
-            send_cmd(a, "hard", a->cmd_req);
         }
     }
 }

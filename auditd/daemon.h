@@ -94,7 +94,7 @@ struct daemon {
     struct ring *rings;
     struct agent *agents;
     struct conn *conns;
-    char events_path[108], ctl_path[108];
+    char events_path[4096], ctl_path[4096];
     uid_t uid;
     bool stopping;
     uint64_t batch_started_ms;
@@ -104,6 +104,7 @@ struct daemon {
     int64_t retain_ns;          /* 0: keep everything */
     uint64_t next_prune_ms;
     uint64_t last_head_log_ms;
+    uint64_t last_busy_ms;      /* last turn that drained something */
     int64_t logged_head;
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
 };

@@ -276,12 +276,19 @@ size_t rings_drain(struct daemon *d, size_t budget, bool final)
         if (!r->hdr || r->broken)
             continue;
         bool fin = final || r->dead;
-        uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
-        if (head < r->tail || head - r->committed > SBX_RING_SLOTS) {
-            daemon_log("agent %s pid %d: ring counters corrupt; ring abandoned",
-                       r->agent->name, (int)r->pid);
-            r->broken = true;
-            continue;
+        /* While the writers live, the slots' commit words say what is
+         * ready; `head` is left alone, because every read of it steals its
+         * cache line from the producers' next reservation.  A final drain
+         * needs it: it is where skipping over dead writers' slots stops. */
+        uint64_t head = UINT64_MAX;
+        if (fin) {
+            head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+            if (head < r->tail || head - r->committed > SBX_RING_SLOTS) {
+                daemon_log("agent %s pid %d: ring counters corrupt; ring abandoned",
+                           r->agent->name, (int)r->pid);
+                r->broken = true;
+                continue;
+            }
         }
         size_t n = 0;
         /* Never consume more than a ring's worth past the committed tail:

@@ -83,8 +83,13 @@ size_t audit_store_pending(const struct audit_store *st);
  * returns.  On failure the batch is rolled back and -1 returned. */
 int audit_store_commit(struct audit_store *st, bool durable);
 void audit_store_rollback(struct audit_store *st);
+/* Copies the WAL back into the database: when IDLE, whatever is there;
+ * otherwise only once the WAL passed 64 MiB.  Call between batches. 0/-1. */
+int audit_store_checkpoint(struct audit_store *st, bool idle);
 /* Last committed row id and hash. */
 int64_t audit_store_last_id(const struct audit_store *st);
+/* Its hash in hex (65 bytes with the NUL). */
+void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_HASH_LEN + 1]);
 
 /* Deletes the events older than BEFORE_NS that form a prefix of the chain,
  * recording the last deleted row's id and hash in `meta` so that verify

@@ -17,6 +17,8 @@ enum sbx_decision policy_verdict_set(const struct policy *p, struct policy_verdi
                                      enum sbx_decision d, const char *reason,
                                      bool forced)
 {
+    if (v == NULL)     /* the caller wants only the decision */
+        return d == SBX_DENY && p->info.audit_mode && !forced ? SBX_ALLOW : d;
     v->rule = rule;
     v->reason = reason;
     v->audit = false;
@@ -42,11 +44,11 @@ static const struct {
 };
 
 static const struct policy_rule *scan(const struct policy *p, enum policy_list l,
-                                      const char *path, size_t len)
+                                      const struct glob_path *gp)
 {
     const struct glob *g = p->globs[l];
     for (size_t i = 0, n = p->n_rules[l]; i < n; i++)
-        if (glob_match_compiled(&g[i], path, len))
+        if (glob_match_compiled(&g[i], gp))
             return &p->rules[l][i];
     return NULL;
 }
@@ -54,25 +56,23 @@ static const struct policy_rule *scan(const struct policy *p, enum policy_list l
 enum sbx_decision policy_decide_path(const struct policy *p, enum sbx_op op,
                                      const char *abspath, struct policy_verdict *v)
 {
-    struct policy_verdict local;
     enum sbx_op_class cls = sbx_op_class(op);
-    size_t len = strlen(abspath);
+    struct glob_path gp;
     const struct policy_rule *r;
 
-    if (v == NULL)
-        v = &local;
     if (cls != SBX_CLASS_READ && cls != SBX_CLASS_WRITE && cls != SBX_CLASS_EXEC)
         return policy_verdict_set(p, v, &p->implicit[POLICY_READ_ALLOW], SBX_DENY,
                                   "not a file operation", true);
-    if ((r = scan(p, POLICY_PROTECT, abspath, len)) != NULL)
+    glob_path_init(&gp, abspath);
+    if ((r = scan(p, POLICY_PROTECT, &gp)) != NULL)
         return policy_verdict_set(p, v, r, SBX_DENY,
                                   "sbx's own files (audit store, sockets) are off limits", true);
     if (cls == SBX_CLASS_WRITE && p->info.read_only)
         return policy_verdict_set(p, v, &p->read_only_rule, SBX_DENY,
                                   "files.read_only is true: every write is denied", false);
-    if ((r = scan(p, class_lists[cls].deny, abspath, len)) != NULL)
+    if ((r = scan(p, class_lists[cls].deny, &gp)) != NULL)
         return policy_verdict_set(p, v, r, SBX_DENY, class_lists[cls].deny_reason, false);
-    if ((r = scan(p, class_lists[cls].allow, abspath, len)) != NULL)
+    if ((r = scan(p, class_lists[cls].allow, &gp)) != NULL)
         return policy_verdict_set(p, v, r, SBX_ALLOW, class_lists[cls].allow_reason, false);
     return policy_verdict_set(p, v, &p->implicit[class_lists[cls].allow], SBX_DENY,
                               class_lists[cls].none_reason, false);

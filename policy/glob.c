@@ -159,6 +159,67 @@ const char *glob_check(const char *text, size_t len)
     return NULL;
 }
 
+/* Where a character pair lands in the 128-bit filter. */
+static inline unsigned bigram_bit(unsigned char a, unsigned char b)
+{
+    return ((unsigned)a * 31u + (unsigned)b) & 127u;
+}
+
+static inline void bigram_set(uint64_t *bits, unsigned char a, unsigned char b)
+{
+    unsigned k = bigram_bit(a, b);
+    bits[k >> 6] |= 1ull << (k & 63);
+}
+
+void glob_path_init(struct glob_path *gp, const char *path)
+{
+    const unsigned char *s = (const unsigned char *)path;
+    size_t i = 0;
+    gp->path = path;
+    gp->bigrams[0] = gp->bigrams[1] = 0;
+    if (s[0] != '\0')
+        for (i = 1; s[i] != '\0'; i++)
+            bigram_set(gp->bigrams, s[i - 1], s[i]);
+    gp->len = i;
+}
+
+/* The pairs inside the literal runs of PAT: chars between metacharacters,
+ * outside classes, without a '/' that touches a "**" (which may match
+ * nothing, taking the slash with it).  Every match contains them. */
+static void pattern_bigrams(const char *pat, uint64_t *bits)
+{
+    size_t n = strlen(pat), i = 0;
+    bits[0] = bits[1] = 0;
+    while (i < n) {
+        if (pat[i] == '[') {
+            const char *end;
+            (void)class_match(pat + i + 1, 'a', &end);
+            i = (size_t)(end - pat);
+            continue;
+        }
+        if (pat[i] == '\\') {
+            i += 2;
+            continue;
+        }
+        if (is_meta(pat[i])) {
+            i++;
+            continue;
+        }
+        size_t b = i, e = i;
+        while (e < n && !is_meta(pat[e]))
+            e++;
+        if (b >= 2 && pat[b - 1] == '*' && pat[b - 2] == '*' && pat[b] == '/')
+            b++;
+        if (e + 1 < n && pat[e] == '*' && pat[e + 1] == '*' && e > b && pat[e - 1] == '/')
+            e--;
+        for (size_t k = b + 1; k < e; k++)
+            bigram_set(bits, (unsigned char)pat[k - 1], (unsigned char)pat[k]);
+        i = e > i ? e : i + 1;
+        while (i < n && !is_meta(pat[i]))
+            i++;
+    }
+}
+
 void glob_prepare(struct glob *g)
 {
     const char *pat = g->pat;
@@ -194,10 +255,14 @@ void glob_prepare(struct glob *g)
         s--;
     g->suf = pat + s;
     g->slen = n - s;
+    pattern_bigrams(pat, g->bigrams);
 }
 
-bool glob_match_compiled(const struct glob *g, const char *path, size_t len)
+bool glob_match_compiled(const struct glob *g, const struct glob_path *gp)
 {
+    const char *path = gp->path;
+    size_t len = gp->len;
+
     switch (g->kind) {
     case GLOB_LITERAL:
         if (len == g->plen && memcmp(path, g->pat, len) == 0)
@@ -211,6 +276,8 @@ bool glob_match_compiled(const struct glob *g, const char *path, size_t len)
     case GLOB_GENERAL:
         break;
     }
+    if ((g->bigrams[0] & ~gp->bigrams[0]) != 0 || (g->bigrams[1] & ~gp->bigrams[1]) != 0)
+        return false;
     if (len < g->plen || memcmp(path, g->pat, g->plen) != 0)
         return false;
     if (len < g->slen || memcmp(path + len - g->slen, g->suf, g->slen) != 0)

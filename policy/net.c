@@ -23,7 +23,7 @@ struct net_subject {
     int port;                   /* -1: unknown */
     const char *host;           /* NULL: unknown */
     const char *unix_path;      /* AF_UNIX: "/path" or "@abstract" */
-    size_t unix_len;
+    struct glob_path unix_gp;
 };
 
 static const char *parse_port(const char *s, struct policy_rule *r)
@@ -104,7 +104,7 @@ static int parse_addr(const char *s, bool bracketed, struct policy_rule *r,
     } else {
         if (bracketed || (looks_v4 && n > 0) || slash != NULL) {
             *msg = slash ? "bad CIDR (write e.g. 10.0.0.0/8 or [fd00::]/8)" :
-                           "bad IP address";
+                   bracketed ? "bad IPv6 address" : "bad IP address";
             return -1;
         }
         return 0;
@@ -256,8 +256,7 @@ static bool rule_match(const struct policy_rule *r, const struct net_match *m,
                        const struct net_subject *s)
 {
     if (r->net_kind == POLICY_NET_UNIX)
-        return s->unix_path != NULL &&
-               glob_match_compiled(&m->unix_glob, s->unix_path, s->unix_len);
+        return s->unix_path != NULL && glob_match_compiled(&m->unix_glob, &s->unix_gp);
     if (s->unix_path != NULL)
         return false;
     if (r->port_lo >= 0 && (s->port < r->port_lo || s->port > r->port_hi))
@@ -356,7 +355,7 @@ enum sbx_decision policy_decide_net(const struct policy *p, enum sbx_op op,
         }
         ubuf[n] = '\0';
         s.unix_path = ubuf;
-        s.unix_len = n;
+        glob_path_init(&s.unix_gp, ubuf);
         return decide_subject(p, op, &s, v);
     }
     default:
@@ -387,7 +386,7 @@ int policy_decide_net_text(const struct policy *p, enum sbx_op op,
     switch (r.net_kind) {
     case POLICY_NET_UNIX:
         s.unix_path = ut;
-        s.unix_len = strlen(ut);
+        glob_path_init(&s.unix_gp, ut);
         break;
     case POLICY_NET_IP:
         s.have_addr = true;

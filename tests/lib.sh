@@ -32,13 +32,56 @@ stop_daemon() {
     kill -KILL "$pid" 2>/dev/null || true
 }
 
+# guard ARGS...: sbx-guard without notices (tests read stderr themselves).
+guard() { sbx-guard --no-notify "$@"; }
+
+# rows ARGS...: the store's rows as JSON lines (sbx-audit query --format json).
+rows() { sbx-audit query --format json --limit 100000 "$@"; }
+
+# has_row FIELD=VALUE... : true if some row has every FIELD equal to VALUE,
+# or, for FIELD~VALUE, containing VALUE.  Reads JSON lines on stdin.
+has_row() {
+    python3 -c '
+import json, sys
+conds = sys.argv[1:]
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    r = json.loads(line)
+    ok = True
+    for c in conds:
+        if "~" in c and ("=" not in c or c.index("~") < c.index("=")):
+            k, v = c.split("~", 1)
+            ok = ok and v in str(r.get(k, ""))
+        else:
+            k, v = c.split("=", 1)
+            ok = ok and str(r.get(k, "")) == v
+    if ok:
+        sys.exit(0)
+sys.exit(1)
+' "$@"
+}
+
+# expect_row FIELD=VALUE...: fails the test unless the store has such a row.
+expect_row() {
+    rows >"$T/rows.json" || fail "sbx-audit query failed"
+    has_row "$@" <"$T/rows.json" || { cat "$T/rows.json" >&2; fail "no row with $*"; }
+}
+
 run_tests() {
-    base=${SBX_TEST_TMP:-$(mktemp -d /tmp/sbx-t.XXXXXX)}
+    if [ -z "${SBX_TEST_TMP:-}" ]; then
+        mkdir -p "$SBX_BUILD/test-tmp"
+        SBX_TEST_TMP=$(mktemp -d "$SBX_BUILD/test-tmp/one.XXXXXX")
+    fi
+    base=$SBX_TEST_TMP
     for t in $(grep -o '^test_[a-zA-Z0-9_]*' "$0" | sort -u); do
         if [ -n "${ONLY:-}" ] && [ "$t" != "$ONLY" ]; then continue; fi
-        d="$base/$t"; rm -rf "$d"; mkdir -p "$d/ws" "$d/run" "$d/state" "$d/home"
+        d="$base/$t"; rm -rf "$d"; mkdir -p "$d/ws" "$d/state" "$d/home"
+        # Socket paths are limited to 108 bytes: the runtime dir is short.
+        rt=$(mktemp -d /tmp/sbxr.XXXXXX)
         (
-            export SBX_RUNTIME_DIR="$d/run" SBX_AUDIT_DB="$d/state/audit.db"
+            export SBX_RUNTIME_DIR="$rt" SBX_AUDIT_DB="$d/state/audit.db"
             export WS="$d/ws" T="$d" HOME="$d/home"
             cd "$d/ws" || exit 1
             trap stop_daemon EXIT
@@ -46,6 +89,7 @@ run_tests() {
             "$t"
         ) >"$d/out" 2>&1
         rc=$?
+        rm -rf "$rt"
         if [ $rc -eq 0 ]; then
             echo "ok - $t"
         else

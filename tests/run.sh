@@ -12,7 +12,10 @@ BUILD_ABS=$(cd "$ROOT/$BUILD" 2>/dev/null && pwd) || { echo "run.sh: no build in
 export SBX_BUILD="$BUILD_ABS" SBX_ROOT="$ROOT"
 pattern=${TESTS:-}
 passed=0 failed=0 failures=""
-tmpbase=$(mktemp -d /tmp/sbx-tests.XXXXXX)
+# Test files live under the build directory, not /tmp: the shipped policies
+# allow writing /tmp, so "outside the workspace" must be somewhere else.
+mkdir -p "$BUILD_ABS/test-tmp"
+tmpbase=$(mktemp -d "$BUILD_ABS/test-tmp/run.XXXXXX")
 trap 'rm -rf "$tmpbase"' EXIT INT TERM
 
 count_cmocka() { # $1 = log: adds the cmocka counts of one binary

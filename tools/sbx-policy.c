@@ -194,13 +194,17 @@ static void print_layers(const struct policy *p, enum sbx_op op, const char *tar
         break;
     case SBX_CLASS_CONNECT:
     case SBX_CLASS_BIND:
-        if (strncmp(target, "unix:", 5) == 0)
-            printf("  layers: guard (exact); supervisor (exact: the socket path of every %s)\n",
-                   cls == SBX_CLASS_BIND ? "bind" : "connect");
+        if (cls == SBX_CLASS_BIND)
+            printf("  layers: guard (exact)%s\n", strncmp(target, "unix:", 5) == 0 ? "" :
+                   "; landlock: TCP ports of the bind rules only (ABI 4+, a superset)");
+        else if (strncmp(target, "unix:", 5) == 0)
+            printf("  layers: guard (exact); supervisor (exact: the socket path of every connect)\n");
+        else if (cls == SBX_CLASS_CONNECT && policy_rules(p, POLICY_CONNECT_ALLOW, &r) == 0)
+            printf("  layers: guard (exact); kernel: a network namespace with loopback only "
+                   "(connect.allow is empty: exact)\n");
         else
             printf("  layers: guard (exact, sees host names); supervisor (exact on addresses); "
-                   "landlock: TCP ports only (ABI 4+)%s\n",
-                   cls == SBX_CLASS_CONNECT ? "; network namespace when connect.allow is empty" : "");
+                   "landlock: TCP ports of the rules only (ABI 4+, a superset)\n");
         break;
     default:
         break;

@@ -1,0 +1,158 @@
+/* guard_env.c — the agent's environment and program lookup (see guard_env.h). */
+#include "guard_env.h"
+#include "paths.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+struct envbuf {
+    char **v;
+    size_t n, cap;
+};
+
+static int env_put(struct envbuf *e, const char *name, const char *value)
+{
+    size_t nlen = strlen(name);
+    /* A later value replaces an earlier one: env.set over env.pass, ours last. */
+    for (size_t i = 0; i < e->n; i++) {
+        if (strncmp(e->v[i], name, nlen) == 0 && e->v[i][nlen] == '=') {
+            free(e->v[i]);
+            e->v[i] = e->v[--e->n];
+            break;
+        }
+    }
+    if (e->n + 2 > e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 32;
+        char **nv = reallocarray(e->v, cap, sizeof *nv);
+        if (!nv)
+            return -1;
+        e->v = nv;
+        e->cap = cap;
+    }
+    char *s;
+    if (asprintf(&s, "%s=%s", name, value) < 0)
+        return -1;
+    e->v[e->n++] = s;
+    e->v[e->n] = NULL;
+    return 0;
+}
+
+const char *guard_env_get(char *const env[], const char *name)
+{
+    size_t nlen = strlen(name);
+    for (size_t i = 0; env && env[i]; i++)
+        if (strncmp(env[i], name, nlen) == 0 && env[i][nlen] == '=')
+            return env[i] + nlen + 1;
+    return NULL;
+}
+
+char **guard_env_build(const struct policy *p, char *const host_env[],
+                       const struct guard_env_vars *v)
+{
+    const struct policy_info *info = policy_info(p);
+    struct envbuf e = { 0 };
+
+    if (env_put(&e, "SBX_DUMMY", "") < 0) /* allocates the array */
+        goto fail;
+    free(e.v[0]);
+    e.n = 0;
+    e.v[0] = NULL;
+
+    for (size_t i = 0; i < info->n_env_pass; i++) {
+        const char *name = info->env_pass[i];
+        /* The loader variables are ours to set; passing them through would
+         * let the host's LD_PRELOAD/LD_LIBRARY_PATH decide what runs first. */
+        if (strcmp(name, "LD_PRELOAD") == 0)
+            continue;
+        const char *val = guard_env_get(host_env, name);
+        if (val && env_put(&e, name, val) < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < info->n_env_set; i++)
+        if (env_put(&e, info->env_set_name[i], info->env_set_value[i]) < 0)
+            goto fail;
+
+    if (env_put(&e, "LD_PRELOAD", v->preload) < 0 ||
+        env_put(&e, SBX_ENV_PRELOAD, v->preload) < 0 ||
+        env_put(&e, SBX_ENV_POLICY, v->policy_copy) < 0 ||
+        env_put(&e, SBX_ENV_POLICY_NAME, v->policy_origin) < 0 ||
+        env_put(&e, SBX_ENV_WORKSPACE, v->workspace) < 0 ||
+        env_put(&e, SBX_ENV_RUNTIME_DIR, v->runtime_dir) < 0 ||
+        env_put(&e, SBX_ENV_AUDIT_DB, v->audit_db) < 0 ||
+        env_put(&e, SBX_ENV_AGENT, v->agent) < 0 ||
+        env_put(&e, SBX_ENV_AGENT_ID, v->agent_id) < 0 ||
+        env_put(&e, SBX_ENV_AGENT_TOKEN, v->agent_token) < 0 ||
+        env_put(&e, SBX_ENV_NOTIFY, v->notify ? "1" : "0") < 0)
+        goto fail;
+    return e.v;
+fail:
+    guard_env_free(e.v);
+    return NULL;
+}
+
+void guard_env_free(char **env)
+{
+    for (size_t i = 0; env && env[i]; i++)
+        free(env[i]);
+    free(env);
+}
+
+static int is_exec_file(const char *path)
+{
+    return access(path, X_OK) == 0;
+}
+
+int guard_find_program(const char *cmd, char *const env[], char *out, size_t outsz)
+{
+    if (!*cmd) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (strchr(cmd, '/')) {
+        char cwd[4096];
+        if (cmd[0] == '/') {
+            if (strlcpy(out, cmd, outsz) >= outsz)
+                goto toolong;
+        } else {
+            if (!getcwd(cwd, sizeof cwd))
+                return -1;
+            if ((size_t)snprintf(out, outsz, "%s/%s", cwd, cmd) >= outsz)
+                goto toolong;
+        }
+        if (!is_exec_file(out))
+            return -1;
+        return 0;
+    }
+    const char *path = guard_env_get(env, "PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        const char *end = strchrnul(path, ':');
+        size_t dlen = (size_t)(end - path);
+        if (dlen == 0) {
+            if ((size_t)snprintf(out, outsz, "./%s", cmd) >= outsz)
+                goto toolong;
+        } else if ((size_t)snprintf(out, outsz, "%.*s/%s", (int)dlen, path, cmd) >= outsz) {
+            goto toolong;
+        }
+        if (is_exec_file(out)) {
+            if (out[0] == '/')
+                return 0;
+            char rel[4096];
+            if (strlcpy(rel, out, sizeof rel) >= sizeof rel)
+                goto toolong;
+            return guard_find_program(rel, env, out, outsz);
+        }
+        path = *end ? end + 1 : end;
+    }
+    errno = ENOENT;
+    return -1;
+toolong:
+    errno = ENAMETOOLONG;
+    return -1;
+}

@@ -1,0 +1,693 @@
+/*
+ * sbx-guard — run an agent under a policy.
+ *
+ *   sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]
+ *             [--isolation auto|none|native|bwrap] [--notify|--no-notify]
+ *             [--print-isolation] -- COMMAND [ARG...]
+ *
+ * The set-up is one straight sequence, in this order, and any failure before
+ * the agent runs is fatal (exit 125, nothing started):
+ *   1. parse arguments; load and check the policy (file:line:col errors);
+ *   2. refuse a store or runtime directory inside the workspace (the agent
+ *      could rewrite its own record);
+ *   3. reach sbx-auditd (start it if needed) and register the agent, which
+ *      writes the durable `start` row and gives the run id and ring token;
+ *   4. write a private read-only copy of the policy for the preload, so the
+ *      agent cannot change the rules under it by editing the original;
+ *   5. build the agent's environment (env.pass, env.set, the preload);
+ *   6. decide the agent's own command like any other exec;
+ *   7. become a child subreaper (so no descendant escapes a kill by
+ *      double-forking), block the signals we relay, and let iso_spawn start
+ *      the agent with the kernel layer of the chosen isolation mode.
+ * Then it supervises: relays signals, carries out kills from sbx-kill, the
+ * timeout, and the seccomp supervisor's notifications; records `exit`; and
+ * exits with the agent's status (128+N for signal N).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+#include <sha2.h>
+
+#include "ctl.h"
+#include "event.h"
+#include "guard_env.h"
+#include "guard_proc.h"
+#include "isolate.h"
+#include "paths.h"
+#include "policy.h"
+
+#define EXIT_GUARD_FAILED 125   /* CONTRACT.md: sbx-guard itself failed */
+#define EXIT_DENIED       126   /* the policy denies running the command */
+
+extern char **environ;
+
+static const char *progname = "sbx-guard";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
+"                 [--isolation auto|none|native|bwrap] [--notify | --no-notify]\n"
+"                 [--print-isolation] -- COMMAND [ARG...]\n"
+"\n"
+"Runs COMMAND under the policy: every file open, program start and connection\n"
+"of COMMAND and its children is decided by the policy and recorded by sbx-auditd.\n"
+"\n"
+"  -p, --policy FILE     the policy (default: ./.sbx.yaml, else the shipped default)\n"
+"  -n, --name NAME       the agent's name in the audit trail and for sbx-kill\n"
+"                        (default: the command's base name and a short suffix)\n"
+"  -w, --workspace DIR   the workspace (default: the policy's, else the current dir)\n"
+"  -i, --isolation MODE  auto (default): the kernel layer where the kernel allows;\n"
+"                        native: require it; none: the in-process guard only;\n"
+"                        bwrap: the kernel layer through bubblewrap\n"
+"      --notify          print one line per denial on the agent's stderr\n"
+"                        (default when stderr is a terminal)\n"
+"      --no-notify       do not\n"
+"      --print-isolation show what would be set up, and exit\n"
+"  -h, --help            this text\n"
+"\n"
+"Exit status: the agent's; 128+N if it died of signal N (137 when killed);\n"
+"125 if sbx-guard failed (bad policy, arguments, no isolation where required);\n"
+"126 if the policy denies running COMMAND.\n");
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(EXIT_GUARD_FAILED);
+}
+
+struct opts {
+    const char *policy, *name, *workspace;
+    enum iso_mode isolation;
+    int notify;                 /* -1: decide from isatty(2) */
+    bool print_isolation;
+    char **cmd;
+};
+
+static void parse_args(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        { "policy", required_argument, NULL, 'p' },
+        { "name", required_argument, NULL, 'n' },
+        { "workspace", required_argument, NULL, 'w' },
+        { "isolation", required_argument, NULL, 'i' },
+        { "notify", no_argument, NULL, 'N' },
+        { "no-notify", no_argument, NULL, 'Q' },
+        { "print-isolation", no_argument, NULL, 'P' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    *o = (struct opts){ .isolation = ISO_AUTO, .notify = -1 };
+    int c;
+    /* '+': stop at the first non-option, so the agent's own options are
+     * never taken for ours even without "--". */
+    while ((c = getopt_long(argc, argv, "+p:n:w:i:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'p': o->policy = optarg; break;
+        case 'n': o->name = optarg; break;
+        case 'w': o->workspace = optarg; break;
+        case 'i': {
+            int m = iso_mode_parse(optarg);
+            if (m < 0)
+                die("--isolation: '%s' is not one of auto, none, native, bwrap", optarg);
+            o->isolation = (enum iso_mode)m;
+            break;
+        }
+        case 'N': o->notify = 1; break;
+        case 'Q': o->notify = 0; break;
+        case 'P': o->print_isolation = true; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); exit(EXIT_GUARD_FAILED);
+        }
+    }
+    if (optind >= argc && !o->print_isolation) {
+        fprintf(stderr, "%s: no command given\n", progname);
+        usage(stderr);
+        exit(EXIT_GUARD_FAILED);
+    }
+    o->cmd = argv + optind;
+    if (o->name) {
+        size_t n = strlen(o->name);
+        if (n == 0 || n > 64 || strspn(o->name, "abcdefghijklmnopqrstuvwxyz"
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+            die("--name: '%s' must be 1-64 characters of letters, digits, '.', '_', '-'",
+                o->name);
+    }
+}
+
+/* The policy file: --policy, else ./.sbx.yaml, else the shipped default. */
+static const char *choose_policy(const char *given, char *buf, size_t bufsz)
+{
+    if (given)
+        return given;
+    if (access(".sbx.yaml", F_OK) == 0)
+        return ".sbx.yaml";
+    char dir[PATH_MAX];
+    if (sbx_path_self_dir(dir, sizeof dir) == 0) {
+        static const char *const rel[] = {
+            "../share/sbx/policies/default.yaml",   /* installed */
+            "../../policies/default.yaml",          /* build/bin in the tree */
+        };
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            if ((size_t)snprintf(buf, bufsz, "%s/%s", dir, rel[i]) >= bufsz)
+                continue;
+            if (access(buf, R_OK) == 0)
+                return buf;
+        }
+    }
+    die("no --policy given, no ./.sbx.yaml, and the shipped default.yaml is not installed");
+}
+
+static int find_preload(char *out, size_t outsz)
+{
+    char dir[PATH_MAX];
+    if (sbx_path_self_dir(dir, sizeof dir) < 0)
+        return -1;
+    static const char *const rel[] = {
+        "../lib/libsbx-preload.so",         /* build/bin -> build/lib */
+        "../lib/sbx/libsbx-preload.so",     /* PREFIX/bin -> PREFIX/lib/sbx */
+    };
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char p[PATH_MAX * 2];
+        snprintf(p, sizeof p, "%s/%s", dir, rel[i]);
+        if (realpath(p, out) && strlen(out) < outsz && access(out, R_OK) == 0)
+            return 0;
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* True if PATH is DIR or below it (both absolute, normalized). */
+static bool path_within(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/')
+        return true;
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Absolute, symlink-resolved form of PATH, even if its last components do
+ * not exist yet (the store may not have been created). */
+static void resolve_loose(const char *path, char *out, size_t outsz)
+{
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        strlcpy(cwd, "/", sizeof cwd);
+    if (policy_path_resolve(cwd, path, false, out, outsz) < 0)
+        strlcpy(out, path, outsz);
+}
+
+static char *join_argv(char *const argv[])
+{
+    size_t len = 1;
+    for (size_t i = 0; argv[i]; i++)
+        len += strlen(argv[i]) + 1;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (size_t i = 0; argv[i]; i++) {
+        if (i)
+            strlcat(s, " ", len);
+        strlcat(s, argv[i], len);
+    }
+    return s;
+}
+
+static void default_name(const char *cmd, char *out, size_t outsz)
+{
+    const char *base = strrchr(cmd, '/');
+    base = base ? base + 1 : cmd;
+    char clean[40];
+    size_t j = 0;
+    for (size_t i = 0; base[i] && j < sizeof clean - 1; i++) {
+        char ch = base[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+        clean[j++] = ok ? ch : '_';
+    }
+    clean[j] = '\0';
+    if (j == 0)
+        strlcpy(clean, "agent", sizeof clean);
+    unsigned short r = 0;
+    if (getrandom(&r, sizeof r, 0) != sizeof r)
+        r = (unsigned short)getpid();
+    snprintf(out, outsz, "%s-%04x", clean, r);
+}
+
+/* Copies SRC to DST (created 0400, exclusively): the preload reads this
+ * copy, so edits to the original during the run change nothing.  The copy's
+ * hash must equal the loaded policy's, or the file changed under us. */
+static void write_policy_copy(const char *src, const char *dst, const char *want_sha)
+{
+    FILE *in = fopen(src, "rb");
+    if (!in)
+        die("%s: %s", src, strerror(errno));
+    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+    if (fd < 0)
+        die("%s: %s", dst, strerror(errno));
+    char buf[65536];
+    size_t n, total = 0;
+    char *all = NULL;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
+        char *na = realloc(all, total + n);
+        if (!na)
+            die("out of memory");
+        all = na;
+        memcpy(all + total, buf, n);
+        total += n;
+    }
+    fclose(in);
+    char sha[65];
+    SHA256Data((const uint8_t *)(all ? all : ""), total, sha);
+    if (strcmp(sha, want_sha) != 0) {
+        unlink(dst);
+        die("%s changed while it was being loaded; try again", src);
+    }
+    if (total && write(fd, all, total) != (ssize_t)total) {
+        unlink(dst);
+        die("%s: %s", dst, strerror(errno));
+    }
+    free(all);
+    if (close(fd) < 0)
+        die("%s: %s", dst, strerror(errno));
+}
+
+/* ---- supervision ----------------------------------------------------------- */
+
+struct guard {
+    int ctl;                    /* registration connection to sbx-auditd */
+    struct iso_child child;
+    struct iso_request req;
+    bool killed;                /* a hard kill or the timeout ended the agent */
+    char kill_detail[320];
+    bool tty_handed;            /* the agent's group has the terminal */
+};
+
+static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
+{
+    struct guard *g = ctx;
+    if (g->ctl >= 0 && sbx_ctl_event(g->ctl, ev) < 0)
+        fprintf(stderr, "%s: could not record a supervisor event: %s\n",
+                progname, strerror(errno));
+}
+
+/* Ends every process of the agent: the whole pid namespace when there is one
+ * (SIGKILL to its init), then a sweep of every descendant and the agent's
+ * process group, which catches what a pid namespace does not hold. */
+static int hard_kill(struct guard *g)
+{
+    if (g->child.pidns)
+        kill(g->child.pid, SIGKILL);
+    int n = guard_kill_descendants(g->child.pid, 100);
+    g->killed = true;
+    return n;
+}
+
+static void record(struct guard *g, enum sbx_op op, enum sbx_decision d,
+                   const char *target, const char *reason)
+{
+    struct sbx_event_desc ev = {
+        .op = op, .decision = d, .layer = SBX_LAYER_SBX,
+        .target = target, .reason = reason,
+    };
+    if (g->ctl >= 0 && sbx_ctl_event(g->ctl, &ev) < 0)
+        fprintf(stderr, "%s: could not record %s: %s\n", progname,
+                sbx_op_name(op), strerror(errno));
+}
+
+static void handle_ctl(struct guard *g)
+{
+    struct sbx_ctl_cmd cmd;
+    int r = sbx_ctl_recv_cmd(g->ctl, &cmd);
+    if (r == 0 || r < 0) {
+        /* The daemon is gone.  The agent keeps running, but its preload can
+         * no longer record, so it fails every guarded call closed. */
+        fprintf(stderr, "%s: lost the connection to sbx-auditd; the agent's "
+                "guarded calls will now fail\n", progname);
+        sbx_ctl_close(g->ctl);
+        g->ctl = -1;
+        return;
+    }
+    char detail[256];
+    if (cmd.kind == SBX_CMD_KILL_HARD) {
+        int n = hard_kill(g);
+        if ((size_t)snprintf(g->kill_detail, sizeof g->kill_detail, "killed by %s: %s",
+                             cmd.by, cmd.reason[0] ? cmd.reason : "(no reason given)")
+            >= sizeof g->kill_detail)
+            strlcpy(g->kill_detail + sizeof g->kill_detail - 4, "...", 4);
+        snprintf(detail, sizeof detail, "killed %d process%s", n, n == 1 ? "" : "es");
+        fprintf(stderr, "%s: agent %s\n", progname, g->kill_detail);
+        sbx_ctl_cmd_done(g->ctl, cmd.req_id, 0, detail);
+    } else {
+        fprintf(stderr, "%s: agent soft-killed by %s: %s; its guarded calls now fail\n",
+                progname, cmd.by, cmd.reason[0] ? cmd.reason : "(no reason given)");
+        sbx_ctl_cmd_done(g->ctl, cmd.req_id, 0, "guarded calls now fail with EPERM");
+    }
+}
+
+static void give_terminal(struct guard *g)
+{
+    /* An interactive agent must own the terminal: Ctrl-C then reaches its
+     * whole process group directly, and it can read without SIGTTIN. */
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) {
+        setpgid(g->child.pid, g->child.pid);
+        if (tcsetpgrp(STDIN_FILENO, g->child.pid) == 0)
+            g->tty_handed = true;
+    }
+}
+
+static void take_terminal_back(struct guard *g)
+{
+    if (!g->tty_handed)
+        return;
+    /* We are a background process now: tcsetpgrp would stop us with
+     * SIGTTOU unless it is ignored. */
+    struct sigaction sa = { .sa_handler = SIG_IGN }, old;
+    sigaction(SIGTTOU, &sa, &old);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+    sigaction(SIGTTOU, &old, NULL);
+}
+
+static int exit_code_of(int status, char *detail, size_t dsz)
+{
+    if (WIFEXITED(status)) {
+        snprintf(detail, dsz, "exited %d", WEXITSTATUS(status));
+        return WEXITSTATUS(status);
+    }
+    if (WIFSIGNALED(status)) {
+        snprintf(detail, dsz, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+        return 128 + WTERMSIG(status);
+    }
+    snprintf(detail, dsz, "ended with wait status %d", status);
+    return EXIT_GUARD_FAILED;
+}
+
+/* Waits for the agent, relaying signals and serving kills, the timeout and
+ * the supervisor.  Returns the agent's wait status. */
+static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
+{
+    int tfd = -1;
+    if (timeout_ms) {
+        tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        struct itimerspec its = { .it_value = {
+            .tv_sec = (time_t)(timeout_ms / 1000),
+            .tv_nsec = (long)(timeout_ms % 1000) * 1000000L } };
+        if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0)
+            die("timerfd: %s", strerror(errno));
+    }
+    for (;;) {
+        /* A command can arrive while a request of ours waits for its reply;
+         * the client keeps it aside for us. */
+        while (g->ctl >= 0 && sbx_ctl_cmd_pending(g->ctl))
+            handle_ctl(g);
+        struct pollfd pf[4] = {
+            { sigfd, POLLIN, 0 }, { g->ctl, POLLIN, 0 },
+            { g->child.notify_fd, POLLIN, 0 }, { tfd, POLLIN, 0 },
+        };
+        if (poll(pf, 4, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll: %s", strerror(errno));
+        }
+        if (pf[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sigfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD) {
+                /* Relay: to the agent's group and (pid namespace) its init. */
+                kill(-g->child.pid, (int)si.ssi_signo);
+                kill(g->child.pid, (int)si.ssi_signo);
+            }
+            int status;
+            pid_t r;
+            while ((r = waitpid(-1, &status, WNOHANG)) > 0)
+                if (r == g->child.pid) {
+                    if (tfd >= 0)
+                        close(tfd);
+                    return status;
+                }
+        }
+        if (g->ctl >= 0 && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            handle_ctl(g);
+        if (g->child.notify_fd >= 0 && (pf[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+            if (iso_supervise(g->child.notify_fd, &g->req, on_supervisor_event, g) < 0) {
+                close(g->child.notify_fd);
+                g->child.notify_fd = -1;
+            }
+        }
+        if (tfd >= 0 && (pf[3].revents & POLLIN)) {
+            uint64_t ticks;
+            if (read(tfd, &ticks, sizeof ticks) < 0)
+                ticks = 0;
+            close(tfd);
+            tfd = -1;
+            snprintf(g->kill_detail, sizeof g->kill_detail,
+                     "killed by sbx-guard: timeout of %llu ms reached",
+                     (unsigned long long)timeout_ms);
+            record(g, SBX_OP_KILL, SBX_DENY, "timeout", g->kill_detail);
+            fprintf(stderr, "%s: agent %s\n", progname, g->kill_detail);
+            hard_kill(g);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    parse_args(argc, argv, &o);
+
+    char runtime_dir[PATH_MAX], audit_db[PATH_MAX], db_abs[PATH_MAX], db_dir[PATH_MAX];
+    if (sbx_path_runtime_dir(runtime_dir, sizeof runtime_dir) < 0)
+        die("cannot find the runtime directory: %s", strerror(errno));
+    if (sbx_path_audit_db(audit_db, sizeof audit_db) < 0)
+        die("cannot find the audit store: %s", strerror(errno));
+    if (sbx_mkdir_p(runtime_dir, 0700) < 0)
+        die("%s: %s", runtime_dir, strerror(errno));
+    char rt_abs[PATH_MAX];
+    resolve_loose(runtime_dir, rt_abs, sizeof rt_abs);
+    resolve_loose(audit_db, db_abs, sizeof db_abs);
+    strlcpy(db_dir, db_abs, sizeof db_dir);
+    char *slash = strrchr(db_dir, '/');
+    if (slash && slash != db_dir)
+        *slash = '\0';
+
+    /* 1. The policy.  sbx's own store and sockets are protected whatever
+     * the policy says. */
+    char defbuf[PATH_MAX];
+    const char *policy_path = choose_policy(o.policy, defbuf, sizeof defbuf);
+    char ws_abs[PATH_MAX];
+    if (o.workspace && !realpath(o.workspace, ws_abs))
+        die("--workspace %s: %s", o.workspace, strerror(errno));
+    const char *protect[] = { rt_abs, db_dir, NULL };
+    struct policy_options popt = {
+        .workspace = o.workspace ? ws_abs : NULL,
+        .display_path = policy_path,
+        .protect = protect,
+    };
+    struct policy_diag diag = { 0 };
+    struct policy *pol = policy_load(policy_path, &popt, &diag);
+    if (!pol) {
+        unsigned shown = diag.count < POLICY_DIAG_MAX ? diag.count : POLICY_DIAG_MAX;
+        for (unsigned i = 0; i < shown; i++)
+            fprintf(stderr, "%s\n", diag.msg[i]);
+        if (diag.count > shown)
+            fprintf(stderr, "... and %u more errors\n", diag.count - shown);
+        if (diag.count == 0)
+            fprintf(stderr, "%s: %s: cannot load the policy\n", progname, policy_path);
+        fprintf(stderr, "%s: not starting the agent: the policy has errors\n", progname);
+        return EXIT_GUARD_FAILED;
+    }
+    const struct policy_info *info = policy_info(pol);
+
+    /* 2. The record must be out of the agent's reach. */
+    if (path_within(db_abs, info->workspace))
+        die("the audit store %s is inside the workspace %s; the agent could "
+            "rewrite its own record (set SBX_AUDIT_DB elsewhere)", db_abs, info->workspace);
+    if (path_within(rt_abs, info->workspace))
+        die("the runtime directory %s is inside the workspace %s (set "
+            "SBX_RUNTIME_DIR elsewhere)", rt_abs, info->workspace);
+
+    char preload[PATH_MAX];
+    if (find_preload(preload, sizeof preload) < 0)
+        die("cannot find libsbx-preload.so next to %s (../lib or ../lib/sbx)", argv[0]);
+
+    struct guard g = { .ctl = -1 };
+    g.child.notify_fd = -1;
+    g.req = (struct iso_request){
+        .policy = pol, .mode = o.isolation, .workspace = info->workspace,
+        .runtime_dir = rt_abs, .audit_db = db_abs, .preload = preload,
+    };
+
+    if (o.print_isolation) {
+        char *const none[] = { NULL };
+        g.req.argv = o.cmd[0] ? o.cmd : none;
+        g.req.envp = environ;
+        g.req.policy_copy = policy_path;
+        return iso_print(&g.req, stdout) < 0 ? EXIT_GUARD_FAILED : 0;
+    }
+
+    /* 3. Register: the durable start row, the run id and the ring token. */
+    char err[512], run_id[64], token[128], name[80];
+    if (o.name)
+        strlcpy(name, o.name, sizeof name);
+    else
+        default_name(o.cmd[0], name, sizeof name);
+    g.ctl = sbx_ctl_open(true, err, sizeof err);
+    if (g.ctl < 0)
+        die("cannot reach sbx-auditd: %s", err);
+    char *cmdline = join_argv(o.cmd);
+    if (!cmdline)
+        die("out of memory");
+    struct sbx_agent_reg reg = {
+        .name = name, .policy_name = info->name, .policy_sha256 = info->sha256,
+        .policy_file = info->file, .workspace = info->workspace, .command = cmdline,
+        .layers = iso_mode_name(o.isolation), .guard_pid = getpid(),
+    };
+    if (sbx_ctl_register(g.ctl, &reg, run_id, sizeof run_id, token, sizeof token,
+                         err, sizeof err) < 0)
+        die("cannot register agent '%s': %s", name, err);
+
+    /* 4. The preload's private copy of the policy. */
+    char agents_dir[PATH_MAX + 16], copy[PATH_MAX * 2];
+    snprintf(agents_dir, sizeof agents_dir, "%s/agents", rt_abs);
+    if (sbx_mkdir_p(agents_dir, 0700) < 0)
+        die("%s: %s", agents_dir, strerror(errno));
+    snprintf(copy, sizeof copy, "%s/%s.yaml", agents_dir, run_id);
+    write_policy_copy(policy_path, copy, info->sha256);
+    g.req.policy_copy = copy;
+
+    /* 5. The agent's environment. */
+    char origin[PATH_MAX];
+    resolve_loose(policy_path, origin, sizeof origin);
+    struct guard_env_vars vars = {
+        .preload = preload, .policy_copy = copy, .policy_origin = origin,
+        .workspace = info->workspace, .runtime_dir = rt_abs, .audit_db = db_abs,
+        .agent = name, .agent_id = run_id, .agent_token = token,
+        .notify = o.notify < 0 ? isatty(STDERR_FILENO) : o.notify,
+    };
+    char **envp = guard_env_build(pol, environ, &vars);
+    if (!envp)
+        die("out of memory");
+
+    /* 6. The agent's own command is an exec like any other. */
+    char prog[PATH_MAX];
+    int exit_code;
+    char detail[1024];
+    if (guard_find_program(o.cmd[0], envp, prog, sizeof prog) < 0) {
+        snprintf(detail, sizeof detail, "cannot run %s: %s", o.cmd[0], strerror(errno));
+        fprintf(stderr, "%s: %s\n", progname, detail);
+        sbx_ctl_exit(g.ctl, 127, detail);
+        unlink(copy);
+        return 127;
+    }
+    char prog_real[PATH_MAX];
+    resolve_loose(prog, prog_real, sizeof prog_real);
+    struct policy_verdict v;
+    if (policy_decide_exec(pol, prog_real, o.cmd, &v) == SBX_DENY) {
+        char rule[512];
+        policy_rule_format(v.rule, rule, sizeof rule);
+        struct sbx_event_desc ev = {
+            .op = SBX_OP_EXEC, .decision = SBX_DENY, .layer = SBX_LAYER_SBX,
+            .err = EACCES, .target = cmdline, .target2 = prog_real,
+            .rule = rule, .reason = v.reason,
+        };
+        sbx_ctl_event(g.ctl, &ev);
+        fprintf(stderr, "%s: denied exec %s (%s)\n", progname, cmdline, rule);
+        snprintf(detail, sizeof detail, "not started: the policy denies the command");
+        sbx_ctl_exit(g.ctl, EXIT_DENIED, detail);
+        unlink(copy);
+        return EXIT_DENIED;
+    }
+    char **argv_abs = o.cmd;
+    g.req.argv = argv_abs;
+    g.req.envp = envp;
+
+    /* 7. Orphans come to us, so a kill can find them; relayed signals are
+     * taken through a signalfd (blocked here, unblocked in the child by
+     * iso_spawn). */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        die("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGQUIT);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+        die("sigprocmask: %s", strerror(errno));
+    int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (sigfd < 0)
+        die("signalfd: %s", strerror(errno));
+
+    /* iso_spawn execs PROG, not argv[0]: the program that was decided is the
+     * program that runs. */
+    char *argv0 = argv_abs[0];
+    argv_abs[0] = prog_real;
+    int rc = iso_spawn(&g.req, &g.child, err, sizeof err);
+    argv_abs[0] = argv0;
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot start the agent: %s\n", progname, err);
+        snprintf(detail, sizeof detail, "not started: %s", err);
+        sbx_ctl_exit(g.ctl, EXIT_GUARD_FAILED, detail);
+        unlink(copy);
+        return EXIT_GUARD_FAILED;
+    }
+    snprintf(detail, sizeof detail, "isolation %s: layers %s",
+             iso_mode_name(o.isolation), g.child.layers);
+    record(&g, SBX_OP_START, SBX_ALLOW, cmdline, detail);
+    if (strcmp(g.child.layers, "guard") == 0)
+        fprintf(stderr, "%s: WARNING: isolation none: only the in-process guard is "
+                "active; a static binary or a raw system call is not stopped\n", progname);
+    else
+        fprintf(stderr, "%s: agent %s (run %s): %s\n", progname, name, run_id, detail);
+    give_terminal(&g);
+
+    int status = supervise(&g, sigfd, info->limits.timeout_ms);
+    take_terminal_back(&g);
+    /* What the agent left running dies with it: it was running under the
+     * agent's registration, which ends now. */
+    guard_kill_descendants(g.child.pid, 100);
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+
+    exit_code = exit_code_of(status, detail, sizeof detail);
+    if (g.killed && g.kill_detail[0]) {
+        strlcat(detail, "; ", sizeof detail);
+        strlcat(detail, g.kill_detail, sizeof detail);
+    }
+    if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, exit_code, detail) < 0)
+        fprintf(stderr, "%s: could not record the agent's exit: %s\n", progname,
+                strerror(errno));
+    unlink(copy);
+    guard_env_free(envp);
+    free(cmdline);
+    policy_free(pol);
+    return exit_code;
+}
