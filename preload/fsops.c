@@ -353,10 +353,14 @@ SBX_EXPORT int utime(const char *path, const struct utimbuf *times)
  * grow the file, so those are refused here.  0, or EFBIG after recording. */
 static int size_check(const char *path, int fd, off_t len)
 {
-    if (!guard_max_write || len < 0 || (uint64_t)len <= guard_max_write)
-        return 0;
     if (!guard_enter())
         return 0;
+    /* After guard_enter: the policy (and its limit) loads at the first
+     * guarded call. */
+    if (!guard_max_write || len < 0 || (uint64_t)len <= guard_max_write) {
+        guard_leave();
+        return 0;
+    }
     int saved = errno;
     char buf[GUARD_PATH_MAX], reason[160];
     if (!path)
