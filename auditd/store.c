@@ -61,6 +61,16 @@ int64_t audit_store_last_id(const struct audit_store *st)
     return st->last_id;
 }
 
+void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_HASH_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < AUDIT_HASH_LEN; i++) {
+        out[2 * i] = digits[st->last_hash[i] >> 4];
+        out[2 * i + 1] = digits[st->last_hash[i] & 15];
+    }
+    out[2 * AUDIT_HASH_LEN] = '\0';
+}
+
 size_t audit_store_pending(const struct audit_store *st)
 {
     return st->in_txn ? st->pending : 0;

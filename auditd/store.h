@@ -88,6 +88,8 @@ void audit_store_rollback(struct audit_store *st);
 int audit_store_checkpoint(struct audit_store *st, bool idle);
 /* Last committed row id and hash. */
 int64_t audit_store_last_id(const struct audit_store *st);
+/* Its hash in hex (65 bytes with the NUL). */
+void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_HASH_LEN + 1]);
 
 /* Deletes the events older than BEFORE_NS that form a prefix of the chain,
  * recording the last deleted row's id and hash in `meta` so that verify

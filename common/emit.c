@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -336,6 +337,15 @@ static void wake_daemon(struct emit_proc *p)
     (void)w;    /* EAGAIN: the counter is already non-zero, it will wake */
 }
 
+/* True when the daemon that holds our ring is gone without saying so (it
+ * crashed): its end of the registration socket hung up.  A system call, so
+ * only asked on the slow path of a full ring. */
+static bool daemon_lost(struct emit_proc *p)
+{
+    struct pollfd pf = { .fd = p->sock, .events = POLLRDHUP };
+    return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
 /* The ring has no room for SPAN slots at H: wait for the daemon to free
  * some, boundedly.  0 when there is room, -1 on timeout or a gone daemon. */
 static int wait_space(struct emit_proc *p, uint32_t span)
@@ -355,6 +365,14 @@ static int wait_space(struct emit_proc *p, uint32_t span)
         uint32_t v = atomic_load(&r->space);
         uint64_t h = atomic_load(&r->head);
         int room = h + span - atomic_load(&r->tail) <= SBX_RING_SLOTS;
+        if (!room && daemon_lost(p)) {
+            /* Nobody will drain this ring: fail now rather than after 2 s,
+             * and let the next event try to register with a new daemon. */
+            atomic_fetch_sub(&r->waiters, 1);
+            atomic_store(&r->gone, 1u);
+            set_error("sbx-auditd is gone (its connection hung up)");
+            return -1;
+        }
         if (!room) {
             wake_daemon(p);
             struct timespec ts = { 0, 20000000 };
