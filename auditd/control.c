@@ -75,7 +75,7 @@ static int append_life(struct daemon *d, enum sbx_op op, enum sbx_decision dec, 
     struct sbx_event_view v;
     if (n == 0 || sbx_event_decode(d->scratch, n, &v) < 0)
         return -1;
-    return daemon_append_view(d, &v, a ? a->name : NULL, a ? a->run_id : NULL, pid, uid);
+    return daemon_append_view(d, &v, a, pid, uid);
 }
 
 static struct agent *running_agent(struct daemon *d, const char *name)
@@ -161,7 +161,7 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
     char reason[512];
     snprintf(reason, sizeof reason, "policy %s sha256 %s; layers %s", pname ? pname : "-",
              psha ? psha : "-", layers ? layers : "-");
-    if (audit_store_agent_start(d->store, &row) < 0 ||
+    if (audit_store_agent_start(d->store, &row, &a->ref) < 0 ||
         append_life(d, SBX_OP_START, SBX_ALLOW, a, a->guard_pid, c->uid, cmd, ws, pname,
                     reason) < 0 ||
         daemon_commit(d, true) < 0) {
@@ -229,7 +229,7 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         return reply_err(c, "event does not encode");
     if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START)
         rings_drain(d, 0, false);
-    if (daemon_append_view(d, &view, c->agent->name, c->agent->run_id, pid, c->uid) < 0 ||
+    if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
         daemon_commit(d, lifecycle(ev.op)) < 0)
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
     reply_ok(c);

@@ -65,8 +65,8 @@ int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events)
     return 0;
 }
 
-int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const char *agent,
-                       const char *run_id, int64_t pid, int64_t uid)
+int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
+                       const struct agent *a, int64_t pid, int64_t uid)
 {
     /* SQLite wants NUL-terminated text: copy the strings out of the
      * record.  The buffer is sized for the largest record. */
@@ -84,7 +84,8 @@ int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const c
         off += v->len[i] + 1;
     }
     struct audit_row row = {
-        .ts_ns = (int64_t)v->ts_ns, .agent = agent, .run_id = run_id, .pid = pid, .uid = uid,
+        .ts_ns = (int64_t)v->ts_ns, .agent = a ? a->name : NULL, .run_id = a ? a->run_id : NULL,
+        .agent_ref = a ? a->ref : 0, .pid = pid, .uid = uid,
         .op = sbx_op_name(v->op), .target = s[SBX_EV_TARGET], .target2 = s[SBX_EV_TARGET2],
         .decision = sbx_decision_name(v->decision), .rule = s[SBX_EV_RULE],
         .reason = s[SBX_EV_REASON], .layer = sbx_layer_name(v->layer), .err = v->err,

@@ -43,6 +43,8 @@ struct audit_row {
     int64_t err;
     int64_t flags;
     unsigned char prev_hash[AUDIT_HASH_LEN], hash[AUDIT_HASH_LEN];
+    int64_t agent_ref;          /* agents.id of AGENT, 0 if none; indexed,
+                                 * not hashed (derived from agent/run_id) */
 };
 
 /* One agents row (what sbx-guard registered). */
@@ -70,8 +72,10 @@ const char *audit_store_head_path(const struct audit_store *st);
  * commit; a failed batch is rolled back with audit_store_rollback and may be
  * appended again.  0 / -1. */
 int audit_store_append(struct audit_store *st, struct audit_row *row);
-/* Agent lifecycle, inside the open batch. */
-int audit_store_agent_start(struct audit_store *st, const struct audit_agent *a);
+/* Agent lifecycle, inside the open batch.  Start fills *AGENT_REF, the
+ * value for the agent's rows' agent_ref. */
+int audit_store_agent_start(struct audit_store *st, const struct audit_agent *a,
+                            int64_t *agent_ref);
 int audit_store_agent_end(struct audit_store *st, const char *run_id, int64_t ended_ns,
                           int status, const char *detail);
 int audit_store_agent_killed(struct audit_store *st, const char *run_id, const char *by,
@@ -106,7 +110,8 @@ struct audit_verify {
  * be done (see RES->ok), -1 on a read error (ERR). */
 int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *err, size_t errsz);
 
-/* Query filters; zero / NULL fields do not filter. */
+/* Query filters; zero / NULL fields do not filter.  AGENT matches rows
+ * whose agent_ref is an agents row of that name. */
 struct audit_filter {
     const char *agent;
     const char *decision;
