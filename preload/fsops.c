@@ -140,6 +140,20 @@ out:
         return real(__VA_ARGS__);                                    \
     } while (0)
 
+/* An empty path with AT_EMPTY_PATH names DIRFD itself: judged on its path. */
+static const char *at_path(int dirfd, const char *path, int flags, char *buf, size_t size,
+                           int *dfd)
+{
+    *dfd = dirfd;
+    if ((flags & AT_EMPTY_PATH) && path && !path[0]) {
+        if (guard_fd_path(dirfd, buf, size) < 0 || buf[0] != '/')
+            return NULL;
+        *dfd = AT_FDCWD;
+        return buf;
+    }
+    return path;
+}
+
 SBX_EXPORT int unlink(const char *path)
 {
     ONE_PATH(unlink, SBX_OP_UNLINK, AT_FDCWD, path, true, path);
@@ -222,10 +236,17 @@ SBX_EXPORT int link(const char *oldpath, const char *newpath)
               oldpath, newpath);
 }
 
+/* linkat(fd, "", dir, name, AT_EMPTY_PATH) gives an open file a name (the
+ * O_TMPFILE pattern): the source is judged by the path its fd names. */
 SBX_EXPORT int linkat(int olddir, const char *oldpath, int newdir, const char *newpath,
                       int flags)
 {
-    TWO_PATHS(linkat, SBX_OP_LINK, olddir, oldpath, (flags & AT_SYMLINK_FOLLOW) != 0,
+    char buf[GUARD_PATH_MAX];
+    int odfd;
+    const char *op_ = at_path(olddir, oldpath, flags, buf, sizeof buf, &odfd);
+    if (!op_)
+        op_ = "/proc/self/fd/(unnamed)";
+    TWO_PATHS(linkat, SBX_OP_LINK, odfd, op_, (flags & AT_SYMLINK_FOLLOW) != 0,
               newdir, newpath, olddir, oldpath, newdir, newpath, flags);
 }
 
@@ -261,20 +282,6 @@ SBX_EXPORT int chmod(const char *path, mode_t mode)
 SBX_EXPORT int lchmod(const char *path, mode_t mode)
 {
     ONE_PATH(lchmod, SBX_OP_CHMOD, AT_FDCWD, path, true, path, mode);
-}
-
-/* An empty path with AT_EMPTY_PATH names DIRFD itself: judged on its path. */
-static const char *at_path(int dirfd, const char *path, int flags, char *buf, size_t size,
-                           int *dfd)
-{
-    *dfd = dirfd;
-    if ((flags & AT_EMPTY_PATH) && path && !path[0]) {
-        if (guard_fd_path(dirfd, buf, size) < 0 || buf[0] != '/')
-            return NULL;
-        *dfd = AT_FDCWD;
-        return buf;
-    }
-    return path;
 }
 
 SBX_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
@@ -353,10 +360,14 @@ SBX_EXPORT int utime(const char *path, const struct utimbuf *times)
  * grow the file, so those are refused here.  0, or EFBIG after recording. */
 static int size_check(const char *path, int fd, off_t len)
 {
-    if (!guard_max_write || len < 0 || (uint64_t)len <= guard_max_write)
-        return 0;
     if (!guard_enter())
         return 0;
+    /* After guard_enter: the policy (and its limit) loads at the first
+     * guarded call. */
+    if (!guard_max_write || len < 0 || (uint64_t)len <= guard_max_write) {
+        guard_leave();
+        return 0;
+    }
     int saved = errno;
     char buf[GUARD_PATH_MAX], reason[160];
     if (!path)

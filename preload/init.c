@@ -2,14 +2,20 @@
  * init.c — once per process: read what sbx-guard handed down, load the
  * policy, start the emitter.  And the per-thread "inside the guard" flag.
  *
+ * Two phases, because loading the policy (YAML, globs, PCRE2 JIT) costs
+ * about a millisecond and many processes of an agent (true, echo, test,
+ * the shell's helpers) never make a guarded call:
+ *   1. the constructor copies the SBX_* environment (before main can
+ *      change it) and nothing else;
+ *   2. the first guarded call loads the policy and starts the emitter.
  * State machine (one atomic int, no lock, so nothing is held across fork):
- *   UNINIT -> INIT (one thread, by compare-and-swap) -> PASS | ACTIVE
+ *   UNINIT -> CAPTURE -> PASS | CAPTURED -> LOAD -> ACTIVE
  * PASS: no SBX_POLICY_FILE, this process is not a guarded agent; every call
  * goes straight to libc.  ACTIVE: guarded; if the policy failed to load,
  * guard_policy is NULL and every guarded call is denied (fail closed).
- * A thread that arrives while another initializes waits (init normally runs
- * in our constructor, before the program can start threads).  A child forked
- * while a thread of its parent was initializing starts over.
+ * A thread that arrives while another one is in CAPTURE or LOAD waits; a
+ * child forked meanwhile (the working thread is not in the child) starts
+ * that phase over.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -17,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bsd/string.h>
@@ -24,10 +31,10 @@
 #include "guard.h"
 #include "paths.h"
 
-enum { ST_UNINIT, ST_INIT, ST_PASS, ST_ACTIVE };
+enum { ST_UNINIT, ST_CAPTURE, ST_PASS, ST_CAPTURED, ST_LOAD, ST_ACTIVE };
 
-static _Atomic int state = ST_UNINIT;
-static _Atomic int init_pid;
+static _Atomic int init_state = ST_UNINIT;
+static _Atomic int owner_pid;     /* the process running CAPTURE or LOAD */
 
 /* initial-exec: reading the flag must not call __tls_get_addr (which may
  * allocate) on the hot path.  The library is loaded at start-up through
@@ -166,55 +173,83 @@ static void load_policy(void)
     guard_rules_prepare();
 }
 
-static void init_once(void)
+/* Phase 1: what sbx-guard handed down, copied before the program runs. */
+static int capture(void)
 {
     const char *pf = getenv(SBX_ENV_POLICY);
-    if (!pf || !*pf) {
-        atomic_store_explicit(&state, ST_PASS, memory_order_release);
-        return;
-    }
+    if (!pf || !*pf)
+        return ST_PASS;
     capture_env();
     find_self();
     build_protect();
     guard_notify = guard_envs[GENV_NOTIFY].value &&
                    strcmp(guard_envs[GENV_NOTIFY].value, "1") == 0;
+    return ST_CAPTURED;
+}
+
+/* Phase 2: at the first guarded call. */
+static int load(void)
+{
     if (guard_envs[GENV_POLICY].value)
         load_policy();
     /* A failure here shows at the first event: sbx_emit then returns -1
      * and the call fails closed with a message. */
     (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
                         guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
-    atomic_store_explicit(&state, ST_ACTIVE, memory_order_release);
+    return ST_ACTIVE;
 }
 
-static bool enter_slow(void)
+static int self_pid(void)
+{
+    return (int)guard_raw(SYS_getpid, 0, 0, 0, 0, 0, 0);
+}
+
+/* Runs the phase that starts at state FROM (UNINIT or CAPTURED), or waits
+ * for the thread that runs it.  Returns when the state has moved on. */
+static void run_phase(int s)
+{
+    int busy = s == ST_UNINIT ? ST_CAPTURE : ST_LOAD;
+    int expect = s;
+    if (atomic_compare_exchange_strong(&init_state, &expect, busy)) {
+        atomic_store(&owner_pid, self_pid());
+        int saved = errno;
+        depth = 1;
+        int next = s == ST_UNINIT ? capture() : load();
+        depth = 0;
+        errno = saved;
+        atomic_store_explicit(&init_state, next, memory_order_release);
+    }
+}
+
+static bool enter_slow(int want_load)
 {
     unsigned spins = 0;
     for (;;) {
-        int s = atomic_load_explicit(&state, memory_order_acquire);
-        if (s == ST_PASS)
+        int s = atomic_load_explicit(&init_state, memory_order_acquire);
+        switch (s) {
+        case ST_PASS:
             return false;
-        if (s == ST_ACTIVE) {
+        case ST_ACTIVE:
             depth = 1;
             return true;
-        }
-        if (s == ST_UNINIT) {
-            int expect = ST_UNINIT;
-            if (atomic_compare_exchange_strong(&state, &expect, ST_INIT)) {
-                atomic_store(&init_pid, (int)guard_raw(SYS_getpid, 0, 0, 0, 0, 0, 0));
-                int saved = errno;
-                depth = 1;
-                init_once();
-                depth = 0;
-                errno = saved;
-            }
+        case ST_UNINIT:
+            run_phase(s);
             continue;
+        case ST_CAPTURED:
+            if (!want_load)
+                return false;
+            run_phase(s);
+            continue;
+        default:
+            break;
         }
-        /* ST_INIT: another thread initializes.  If it belongs to our parent
-         * (we were forked mid-init), nobody will finish: start over. */
-        if (atomic_load(&init_pid) != (int)guard_raw(SYS_getpid, 0, 0, 0, 0, 0, 0)) {
-            int expect = ST_INIT;
-            atomic_compare_exchange_strong(&state, &expect, ST_UNINIT);
+        /* CAPTURE or LOAD by another thread.  If that thread is our
+         * parent's (we were forked meanwhile), nobody will finish: start
+         * the phase over. */
+        if (atomic_load(&owner_pid) != self_pid()) {
+            int expect = s;
+            atomic_compare_exchange_strong(&init_state, &expect,
+                                           s == ST_CAPTURE ? ST_UNINIT : ST_CAPTURED);
             continue;
         }
         if (++spins < 100) {
@@ -230,18 +265,22 @@ bool guard_enter(void)
 {
     if (depth > 0)
         return false;
-    int s = atomic_load_explicit(&state, memory_order_acquire);
+    int s = atomic_load_explicit(&init_state, memory_order_acquire);
     if (s == ST_ACTIVE) {
         depth = 1;
         return true;
     }
     if (s == ST_PASS)
         return false;
-    return enter_slow();
+    return enter_slow(1);
 }
 
+/* Phase 1 only: the policy waits for the first guarded call. */
 __attribute__((constructor)) static void guard_ctor(void)
 {
-    if (guard_enter())
+    /* Another library's constructor may have made a guarded call before
+     * ours ran (libselinux reads /proc/filesystems): then we are ACTIVE
+     * already and entered, and must leave again. */
+    if (depth == 0 && enter_slow(0))
         guard_leave();
 }
