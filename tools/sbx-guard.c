@@ -614,7 +614,7 @@ int main(int argc, char **argv)
         policy_rule_format(v.rule, rule, sizeof rule);
         struct sbx_event_desc ev = {
             .op = SBX_OP_EXEC, .decision = SBX_DENY, .layer = SBX_LAYER_SBX,
-            .err = EACCES, .target = cmdline, .target2 = prog_real,
+            .err = EACCES, .target = prog_real, .target2 = cmdline,
             .rule = rule, .reason = v.reason,
         };
         sbx_ctl_event(g.ctl, &ev);
