@@ -169,9 +169,14 @@ static int try_connect(const char *path)
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -1;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strlcpy(sa.sun_path, path, sizeof sa.sun_path);
-    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    struct sockaddr_un sa;
+    int dfd = -1;
+    int rc = sbx_unix_addr(path, &sa, &dfd);
+    if (rc == 0)
+        rc = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc < 0) {
         int e = errno;
         close(s);
         errno = e;
@@ -241,10 +246,6 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz)
     if (sbx_path_runtime_dir(rundir, sizeof rundir) < 0 ||
         sbx_path_runtime_file(SBX_CONTROL_SOCK, path, sizeof path) < 0) {
         snprintf(err, errsz, "cannot find the runtime directory: %s", strerror(errno));
-        return -1;
-    }
-    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        snprintf(err, errsz, "%s: path too long for a socket", path);
         return -1;
     }
     int s = try_connect(path);

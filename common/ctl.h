@@ -77,6 +77,16 @@ void sbx_msg_addf(struct sbx_msgbuf *b, const char *key, const char *fmt, ...)
 /* Sends B as one message.  0 / -1 (EMSGSIZE on overflow). */
 int sbx_msg_send(int fd, const struct sbx_msgbuf *b);
 
+/* ---- socket addresses ---------------------------------------------------- */
+
+struct sockaddr_un;
+/* Fills SA for the socket file PATH.  A path longer than sun_path (108
+ * bytes: deep test directories) is reached through its directory instead:
+ * *DIRFD gets an O_PATH descriptor of the directory and SA names
+ * "/proc/self/fd/N/NAME".  Close *DIRFD (when >= 0) after bind/connect.
+ * 0, or -1 with errno. */
+int sbx_unix_addr(const char *path, struct sockaddr_un *sa, int *dirfd);
+
 /* ---- client API ---------------------------------------------------------- */
 
 /* Connects to control.sock; if AUTOSTART and no daemon answers, starts
@@ -118,8 +128,8 @@ enum { SBX_CMD_KILL_HARD = 1, SBX_CMD_KILL_SOFT = 2 };
 /* Commands pushed by the daemon to a registered guard's fd.  Poll FD for
  * POLLIN, and also call sbx_ctl_cmd_pending() after any request on FD: a
  * command that arrived while a request waited for its reply is kept aside
- * (the daemon also re-sends an unconfirmed hard kill every second; repeats
- * of one req_id are delivered once). */
+ * there, and poll() does not see it.  The daemon sends each command once
+ * and gives the guard 5 s to confirm a hard kill. */
 struct sbx_ctl_cmd {
     int kind;                   /* SBX_CMD_KILL_HARD, SBX_CMD_KILL_SOFT */
     char by[64];

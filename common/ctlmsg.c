@@ -5,7 +5,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 static bool key_ok(const char *k, size_t n)
 {
@@ -172,4 +175,35 @@ int sbx_msg_send(int fd, const struct sbx_msgbuf *b)
         w = send(fd, b->buf, b->len, MSG_NOSIGNAL);
     while (w < 0 && errno == EINTR);
     return w == (ssize_t)b->len ? 0 : -1;
+}
+
+int sbx_unix_addr(const char *path, struct sockaddr_un *sa, int *dirfd)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    *dirfd = -1;
+    size_t n = strlen(path);
+    if (n < sizeof sa->sun_path) {
+        memcpy(sa->sun_path, path, n + 1);
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path || strlen(slash) > 64) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    char dir[4096];
+    size_t dl = (size_t)(slash - path);
+    if (dl >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, dl);
+    dir[dl] = '\0';
+    int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    snprintf(sa->sun_path, sizeof sa->sun_path, "/proc/self/fd/%d%s", fd, slash);
+    *dirfd = fd;
+    return 0;
 }

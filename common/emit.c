@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@
 
 #include <bsd/string.h>
 
+#include "ctl.h"
 #include "paths.h"
 
 enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
@@ -62,7 +64,7 @@ struct emit_proc {
  * same agent). */
 static struct {
     bool inited;
-    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char sock_path[4096];
     char agent_id[64];
     char token[72];
 } cfg;
@@ -72,7 +74,7 @@ static struct emit_proc *proc;
  * the parent's descriptors and mapping, which it closes before registering
  * its own. */
 static struct { void *map; int memfd, efd, sock; } inherited = { NULL, -1, -1, -1 };
-static char last_error[160];
+static char last_error[512];
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
 #define WAIT_REG_NS    3000000000ull   /* registration by another thread */
@@ -150,11 +152,18 @@ static int send_registration(int memfd, int efd)
         set_error("socket failed");
         return -1;
     }
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    strlcpy(sa.sun_path, cfg.sock_path, sizeof sa.sun_path);
-    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        snprintf(last_error, sizeof last_error, "cannot reach sbx-auditd at %s: %s",
-                 cfg.sock_path, strerror(errno));
+    struct sockaddr_un sa;
+    int dfd = -1;
+    int rc = sbx_unix_addr(cfg.sock_path, &sa, &dfd);
+    if (rc == 0)
+        rc = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    if (dfd >= 0)
+        close(dfd);
+    if (rc < 0) {
+        /* A long path is cut: this is only a message. */
+        if (snprintf(last_error, sizeof last_error, "cannot reach sbx-auditd at %s: %s",
+                     cfg.sock_path, strerror(errno)) < 0)
+            last_error[0] = '\0';
         goto fail;
     }
     struct sbx_ring_reg reg;
@@ -328,6 +337,15 @@ static void wake_daemon(struct emit_proc *p)
     (void)w;    /* EAGAIN: the counter is already non-zero, it will wake */
 }
 
+/* True when the daemon that holds our ring is gone without saying so (it
+ * crashed): its end of the registration socket hung up.  A system call, so
+ * only asked on the slow path of a full ring. */
+static bool daemon_lost(struct emit_proc *p)
+{
+    struct pollfd pf = { .fd = p->sock, .events = POLLRDHUP };
+    return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
 /* The ring has no room for SPAN slots at H: wait for the daemon to free
  * some, boundedly.  0 when there is room, -1 on timeout or a gone daemon. */
 static int wait_space(struct emit_proc *p, uint32_t span)
@@ -347,6 +365,14 @@ static int wait_space(struct emit_proc *p, uint32_t span)
         uint32_t v = atomic_load(&r->space);
         uint64_t h = atomic_load(&r->head);
         int room = h + span - atomic_load(&r->tail) <= SBX_RING_SLOTS;
+        if (!room && daemon_lost(p)) {
+            /* Nobody will drain this ring: fail now rather than after 2 s,
+             * and let the next event try to register with a new daemon. */
+            atomic_fetch_sub(&r->waiters, 1);
+            atomic_store(&r->gone, 1u);
+            set_error("sbx-auditd is gone (its connection hung up)");
+            return -1;
+        }
         if (!room) {
             wake_daemon(p);
             struct timespec ts = { 0, 20000000 };
@@ -362,6 +388,10 @@ static int wait_space(struct emit_proc *p, uint32_t span)
     }
 }
 
+/* glibc's memcpy, called: for these short copies gcc would otherwise inline
+ * `rep movsq`, whose start-up costs more than the copy. */
+static void *(*const volatile copy)(void *, const void *, size_t) = memcpy;
+
 /* Copies LEN bytes of SRC into the record at slot-relative offset *OFF. */
 static void put(struct sbx_ring_slot *slots, uint64_t pos, uint32_t *off,
                 const void *src, uint32_t len)
@@ -373,7 +403,7 @@ static void put(struct sbx_ring_slot *slots, uint64_t pos, uint32_t *off,
         if (n > len)
             n = len;
         struct sbx_ring_slot *sl = &slots[(pos + idx) & (SBX_RING_SLOTS - 1)];
-        memcpy(sl->data + in, s, n);
+        copy(sl->data + in, s, n);
         s += n;
         len -= n;
         *off += n;
@@ -419,6 +449,12 @@ int sbx_emit(const struct sbx_event_desc *ev)
         sl->len = i + 1 < span ? SBX_RING_PAYLOAD : total - i * SBX_RING_PAYLOAD;
         atomic_store_explicit(&sl->seq, pos + i + 1, memory_order_release);
     }
+    /* Start taking ownership of the next slot's first lines now (the daemon
+     * has read them since): the next event's copy then does not wait for
+     * them. */
+    struct sbx_ring_slot *next = &p->slots[(pos + span) & (SBX_RING_SLOTS - 1)];
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch((char *)next + 64, 1, 3);
     /* Pairs with the daemon's fence between setting `sleeping` (or `gone`)
      * and its last look at the ring: either it sees our commit, or we see
      * its flag. */

@@ -96,6 +96,11 @@ int iso_landlock_abi(void)
 static void add_rule(struct iso_landlock *ll, const char *path, uint64_t access,
                      const char *why)
 {
+    struct stat st;
+
+    /* Only file rights make sense on a file (the kernel refuses others). */
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+        access &= FS_FILE;
     for (size_t i = 0; i < ll->n_rules; i++)
         if (strcmp(ll->rules[i].path, path) == 0) {
             ll->rules[i].access |= access;
@@ -111,13 +116,14 @@ static void add_rule(struct iso_landlock *ll, const char *path, uint64_t access,
 
 /* The directory (or file) a rule must sit on for PATTERN: its glob root;
  * /proc/self and /proc/thread-self become /proc (a rule on /proc/self would
- * name the one process that opened it); a root that does not exist yet
- * becomes its nearest existing ancestor (the agent may create it), but
- * never "/" unless the policy said "/".  0, or -1 to skip the rule. */
+ * name the one process that opened it).  A root that does not exist at
+ * start gets no rule: widening it to an existing parent ("~/.local/lib" ->
+ * "~") would open far more than the policy says, and the agent can create
+ * it only under a write root, where the guard still decides.  0, or -1 to
+ * skip the rule. */
 static int rule_root(const char *pattern, uint64_t access, char *out, size_t outsz)
 {
     struct stat st;
-    char *slash;
 
     if (policy_glob_root(pattern, out, outsz) < 0)
         return -1;
@@ -130,15 +136,7 @@ static int rule_root(const char *pattern, uint64_t access, char *out, size_t out
             return -1;
         strlcpy(out, "/proc", outsz);
     }
-    if (strcmp(out, "/") == 0)
-        return 0;
-    while (stat(out, &st) < 0) {
-        slash = strrchr(out, '/');
-        if (slash == NULL || slash == out)
-            return -1;
-        *slash = '\0';
-    }
-    return 0;
+    return stat(out, &st) == 0 ? 0 : -1;
 }
 
 static void add_list(struct iso_landlock *ll, const struct policy *p,

@@ -75,9 +75,12 @@ static void add_mnt(struct iso_mounts *mp, enum iso_mnt_kind kind, const char *p
     for (size_t i = 0; i < mp->n; i++) {
         if (strcmp(mp->m[i].path, path) == 0 && mp->m[i].kind == kind)
             return;
-        /* Already under a masked directory: nothing more to do. */
-        if (mp->m[i].kind == ISO_MNT_MASK_DIR && path_under(path, mp->m[i].path)
-            && kind != ISO_MNT_RW)
+        /* Already masked (or under a masked directory): a read-only bind
+         * of it would add nothing, and in bwrap (which binds from the
+         * host's view) would uncover it. */
+        if (kind != ISO_MNT_RW
+            && ((mp->m[i].kind == ISO_MNT_MASK_DIR && path_under(path, mp->m[i].path))
+                || (mp->m[i].kind == ISO_MNT_MASK_FILE && strcmp(path, mp->m[i].path) == 0)))
             return;
     }
     if (mp->n == ISO_MNT_MAX) {
@@ -271,17 +274,8 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
                 mp->all_ro = false;     /* the policy lets it write anywhere */
                 break;
             }
-            /* Not there yet: its nearest existing parent (the agent may
-             * create it), but never "/". */
-            while (stat(buf, &st) < 0) {
-                char *slash = strrchr(buf, '/');
-                if (slash == NULL || slash == buf) {
-                    buf[0] = '\0';
-                    break;
-                }
-                *slash = '\0';
-            }
-            if (buf[0] == '\0' || strcmp(buf, "/") == 0 || special_tree(buf) || hidden(mp, buf))
+            /* Not there at start: stays read-only (see landlock.c). */
+            if (stat(buf, &st) < 0 || special_tree(buf) || hidden(mp, buf))
                 continue;
             add_mnt(mp, ISO_MNT_RW, buf,
                     exec_overlaps(p, buf) ? "files.write.allow" : "files.write.allow (noexec)");

@@ -338,14 +338,17 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
         }
         if (pf[1].revents & POLLIN)
             (void)recv_msg(sp[0], child);
-        if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
-            (void)iso_supervise_quiet(child->notify_fd, req);
+        /* The exec's outcome first: once it is known, a pending
+         * notification is the agent's own doing and sbx-guard's to
+         * record; only the agent's first execve is answered here. */
         if (pf[0].revents & (POLLIN | POLLHUP)) {
             do
                 n = read(ep[0], &m, sizeof m);
             while (n < 0 && errno == EINTR);
             break;
         }
+        if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
+            (void)iso_supervise_quiet(child->notify_fd, req);
     }
     (void)recv_msg(sp[0], child);
     if (n == 0 && (!pl->notify || child->notify_fd >= 0)) {
@@ -474,14 +477,4 @@ int iso_child_status(struct iso_child *child, int status)
         child->status_fd = -1;
     }
     return st;
-}
-
-int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
-                    char *err, size_t errsz)
-{
-    (void)child;
-    iso_errf(err, errsz, "isolation %s: not available in this build yet",
-             iso_mode_name(req->mode));
-    errno = ENOSYS;
-    return -1;
 }

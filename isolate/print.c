@@ -1,14 +1,154 @@
-/* print.c — iso_print(): what iso_spawn would set up (being written). */
+/*
+ * print.c — iso_print(): what iso_spawn would set up for a request, from
+ * the very plans iso_spawn uses (so the two cannot drift apart), and the
+ * nearest podman/docker flags for people who run agents in containers.
+ */
 #include "iso_int.h"
 
-int iso_print(const struct iso_request *req, FILE *out)
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "paths.h"
+
+static void print_rlimits(const struct iso_request *req, FILE *out)
 {
     struct iso_rlimit rl[ISO_RLIMIT_MAX];
     size_t n = iso_rlimits(req->policy, rl);
 
-    fprintf(out, "isolation: %s\n", iso_mode_name(req->mode));
-    fprintf(out, "process: own process group; signals reset; SIGXFSZ ignored; fds >= 3 close-on-exec\n");
+    fprintf(out, "rlimits (soft = hard, inherited by every process):\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(out, "rlimit %s = %llu\n", rl[i].name, (unsigned long long)rl[i].value);
-    return 0;
+        fprintf(out, "  %-14s %llu\n", rl[i].name, (unsigned long long)rl[i].value);
+}
+
+static void print_container(const struct iso_request *req, const struct iso_mounts *mp,
+                            bool netns, FILE *out)
+{
+    const struct policy_info *pi = policy_info(req->policy);
+    char cwd[4096];
+
+    fprintf(out, "\nequivalent container flags (podman run / docker run; no Landlock, "
+                 "no supervisor, no preload unless mounted):\n");
+    fprintf(out, "  --cap-drop ALL --security-opt no-new-privileges");
+    if (mp->all_ro)
+        fprintf(out, " --read-only");
+    fprintf(out, " --tmpfs /tmp --user %u:%u", (unsigned)geteuid(), (unsigned)getegid());
+    if (netns)
+        fprintf(out, " --network none");
+    if (pi->limits.processes)
+        fprintf(out, " --pids-limit %llu", (unsigned long long)pi->limits.processes);
+    if (pi->limits.memory_bytes)
+        fprintf(out, " --memory %llu", (unsigned long long)pi->limits.memory_bytes);
+    if (pi->limits.open_files)
+        fprintf(out, " --ulimit nofile=%llu:%llu", (unsigned long long)pi->limits.open_files,
+                (unsigned long long)pi->limits.open_files);
+    if (pi->limits.cpu_ms)
+        fprintf(out, " --ulimit cpu=%llu:%llu",
+                (unsigned long long)(pi->limits.cpu_ms + 999) / 1000,
+                (unsigned long long)(pi->limits.cpu_ms + 999) / 1000);
+    if (pi->max_write_bytes)
+        fprintf(out, " --ulimit fsize=%llu:%llu", (unsigned long long)pi->max_write_bytes,
+                (unsigned long long)pi->max_write_bytes);
+    if (req->workspace)
+        fprintf(out, " \\\n  -v %s:%s%s", req->workspace, req->workspace,
+                pi->read_only ? ":ro" : "");
+    if (getcwd(cwd, sizeof cwd))
+        fprintf(out, " -w %s", cwd);
+    if (req->runtime_dir)
+        fprintf(out, " -v %s/%s:%s/%s", req->runtime_dir, SBX_EVENTS_SOCK,
+                req->runtime_dir, SBX_EVENTS_SOCK);
+    for (size_t i = 0; i < mp->n; i++) {
+        switch (mp->m[i].kind) {
+        case ISO_MNT_MASK_FILE:
+            fprintf(out, " \\\n  -v /dev/null:%s:ro", mp->m[i].path);
+            break;
+        case ISO_MNT_MASK_DIR:
+            fprintf(out, " \\\n  --tmpfs %s:ro,mode=000", mp->m[i].path);
+            break;
+        case ISO_MNT_RO:
+            fprintf(out, " \\\n  -v %s:%s:ro", mp->m[i].path, mp->m[i].path);
+            break;
+        default:
+            break;
+        }
+    }
+    fprintf(out, " \\\n  IMAGE");
+    for (size_t i = 0; req->argv && req->argv[i]; i++)
+        fprintf(out, " %s", req->argv[i]);
+    fprintf(out, "\n  (add --security-opt seccomp=PROFILE for a syscall list like the one above;"
+                 " the engines' default profiles refuse most of it)\n");
+}
+
+int iso_print(const struct iso_request *req, FILE *out)
+{
+    const struct policy_info *pi = policy_info(req->policy);
+    struct iso_mounts *mp = calloc(1, sizeof *mp);
+    struct iso_landlock *ll = calloc(1, sizeof *ll);
+    char err[ISO_ERR_LEN];
+    bool netns = iso_net_loopback_only(req->policy);
+    int rc = -1;
+
+    if (mp == NULL || ll == NULL)
+        goto out;
+    fprintf(out, "isolation: %s%s\n", iso_mode_name(req->mode),
+            pi->isolation_required ? " (the policy requires isolation)" : "");
+    if (iso_mounts_plan(req, mp, err, sizeof err) < 0
+        || iso_landlock_plan(req, ll, err, sizeof err) < 0) {
+        fprintf(out, "error: %s\n", err);
+        goto out;
+    }
+
+    fprintf(out, "process: own process group; signals reset; SIGXFSZ ignored; "
+                 "descriptors >= 3 closed at exec\n");
+    switch (req->mode) {
+    case ISO_NONE:
+        fprintf(out, "layers: guard (the preload) and rlimits only: a static program or a raw\n"
+                     "system call is not stopped by anything\n");
+        print_rlimits(req, out);
+        break;
+    case ISO_BWRAP: {
+        char **argv = iso_bwrap_argv(req, mp, netns, 3, err, sizeof err);
+        if (argv == NULL) {
+            fprintf(out, "error: %s\n", err);
+            goto out;
+        }
+        fprintf(out, "bubblewrap (fd 3: the seccomp filter below, without user notification):\n ");
+        for (size_t i = 0; argv[i]; i++)
+            fprintf(out, " %s", argv[i]);
+        fprintf(out, "\nnot available with bwrap: Landlock, the supervisor\n");
+        iso_argv_free(argv);
+        iso_seccomp_print(false, out);
+        print_rlimits(req, out);
+        break;
+    }
+    case ISO_AUTO:
+    case ISO_NATIVE:
+        fprintf(out, "process: no_new_privs; every capability dropped (bounding set empty)\n");
+        fprintf(out, "namespaces: user (uid %u -> %u, gid %u -> %u), pid (sbx init is pid 1;\n"
+                     "  SIGKILL of it ends every process of the agent), mount, ipc, uts, cgroup,\n",
+                (unsigned)geteuid(), (unsigned)geteuid(), (unsigned)getegid(), (unsigned)getegid());
+        fprintf(out, "  net: %s\n", netns
+                ? "new, only lo up (the policy connects and binds to loopback at most)"
+                : "the host's (network.connect/bind allow more than loopback)");
+        if (req->mode == ISO_AUTO && !pi->isolation_required)
+            fprintf(out, "  (auto: without user namespaces, runs without the namespaces and "
+                         "mounts, and says so)\n");
+        iso_mounts_print(mp, out);
+        iso_landlock_print(ll, out);
+        if (ll->abi <= 0 && (req->mode == ISO_NATIVE || pi->isolation_required))
+            fprintf(out, "  -> iso_spawn will refuse to start\n");
+        iso_seccomp_print(true, out);
+        fprintf(out, "supervisor (in sbx-guard, outside the agent): every execve/execveat and\n"
+                     "  connect is judged by files.exec, commands and network.connect, recorded\n"
+                     "  (layer supervisor), and refused with EACCES when plainly denied; exec of\n"
+                     "  a memfd is always refused; ld.so PROG is judged as PROG\n");
+        print_rlimits(req, out);
+        break;
+    }
+    print_container(req, mp, netns, out);
+    rc = 0;
+out:
+    free(mp);
+    free(ll);
+    return rc;
 }

@@ -264,6 +264,12 @@ static void join(const char *base, const char *path, char *out, size_t outsz)
     strlcat(out, path, outsz);
 }
 
+static bool path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return n > 0 && strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 static bool is_memfd(const char *path)
 {
     return strncmp(path, "/memfd:", 7) == 0;
@@ -554,6 +560,16 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
         if (req->runtime_dir && strcmp(p, events) == 0)
             return;
         snprintf(o->target, sizeof o->target, "unix:%s", p);
+        /* control.sock and anything else of sbx's: never the agent's,
+         * whatever the policy's unix: rules say (the mounts hide them too). */
+        if (req->runtime_dir && path_under(p, req->runtime_dir)) {
+            o->ev.target = o->target;
+            o->report = true;
+            o->deny = true;
+            o->ev.decision = SBX_DENY;
+            o->ev.reason = "sbx's runtime directory: only events.sock is reachable from inside";
+            return;
+        }
         if (p[0] == '/') {
             struct sockaddr_un u;
             memset(&u, 0, sizeof u);

@@ -17,6 +17,8 @@ enum sbx_decision policy_verdict_set(const struct policy *p, struct policy_verdi
                                      enum sbx_decision d, const char *reason,
                                      bool forced)
 {
+    if (v == NULL)     /* the caller wants only the decision */
+        return d == SBX_DENY && p->info.audit_mode && !forced ? SBX_ALLOW : d;
     v->rule = rule;
     v->reason = reason;
     v->audit = false;
@@ -54,13 +56,10 @@ static const struct policy_rule *scan(const struct policy *p, enum policy_list l
 enum sbx_decision policy_decide_path(const struct policy *p, enum sbx_op op,
                                      const char *abspath, struct policy_verdict *v)
 {
-    struct policy_verdict local;
     enum sbx_op_class cls = sbx_op_class(op);
     struct glob_path gp;
     const struct policy_rule *r;
 
-    if (v == NULL)
-        v = &local;
     if (cls != SBX_CLASS_READ && cls != SBX_CLASS_WRITE && cls != SBX_CLASS_EXEC)
         return policy_verdict_set(p, v, &p->implicit[POLICY_READ_ALLOW], SBX_DENY,
                                   "not a file operation", true);

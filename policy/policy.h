@@ -89,7 +89,8 @@ struct policy_rule {
     const char *section;        /* "files.read.deny", "commands.deny", ... */
     const char *text;           /* the rule as written */
     const char *pattern;        /* path lists and unix: rules: the absolute glob
-                                 * after "~/" and workspace expansion */
+                                 * after "~/" and workspace expansion, its
+                                 * leading literal directory resolved */
     const char *reason;         /* commands: the rule's `reason`; else NULL */
     const char *file;           /* where it was written ("default.yaml" for
                                  * values taken from the shipped default) */
@@ -117,6 +118,9 @@ struct policy_verdict {
                                  * "no files.write.allow rule matches", ... */
 };
 
+/* Every policy_decide_* function returns what the caller does and, if V is
+ * not NULL, fills it. */
+
 /* Formats "SECTION \"TEXT\" FILE:LINE" for audit rows and notices. */
 int policy_rule_format(const struct policy_rule *r, char *out, size_t outsz);
 
@@ -139,7 +143,10 @@ enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdl
                                         struct policy_verdict *v);
 
 /* Decides OP (connect, send or bind) to SA.  HOST is the name SA was
- * resolved from, or NULL; name rules match only when HOST is given. */
+ * resolved from, or NULL; name rules match only when HOST is given.  An
+ * AF_UNIX path must be absolute (the caller resolves it against its cwd);
+ * an abstract name is matched as "@name".  Families other than AF_INET,
+ * AF_INET6 and AF_UNIX are allowed (not governed by network rules). */
 enum sbx_decision policy_decide_net(const struct policy *p, enum sbx_op op,
                                     const struct sockaddr *sa, socklen_t salen,
                                     const char *host, struct policy_verdict *v);
@@ -155,10 +162,15 @@ int policy_decide_net_text(const struct policy *p, enum sbx_op op,
  * and "//", drops a trailing "/".  No system call.  -1/ENAMETOOLONG. */
 int policy_path_lexical(const char *base, const char *path, char *out, size_t outsz);
 
-/* policy_path_lexical, then resolves symlinks in the components that exist
- * (what does not exist yet is kept as written: a file about to be created).
- * If the last component is a symlink it is followed unless NOFOLLOW.
- * -1/ELOOP on a symlink loop. */
+/* Makes PATH absolute against BASE and resolves symlinks in the components
+ * that exist, component by component like the kernel: ".." after a symlink
+ * is the parent of its target (so not a lexical fold first); what does not
+ * exist yet is kept as written (a file about to be created), folded.  If the
+ * last component is a symlink it is followed unless NOFOLLOW.  "/proc/self"
+ * and "/proc/thread-self" are kept as written; a /proc link whose target is
+ * not a path ("pipe:[12]") ends resolution with the path as it is.  System
+ * calls: lstat and readlink.  -1/ELOOP on a symlink loop (40 links),
+ * -1/ENAMETOOLONG. */
 int policy_path_resolve(const char *base, const char *path, bool nofollow,
                         char *out, size_t outsz);
 
@@ -167,7 +179,9 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
 int policy_path_expand(const struct policy *p, const char *path, char *out, size_t outsz);
 
 /* Glob semantics of the contract on absolute paths: `*` within a segment,
- * `**` across segments, `?` one character, `[...]` a class. */
+ * `**` across segments (a whole-segment `**` also matches zero segments, and
+ * a trailing one the directory itself), `?` one character, `[...]` a class
+ * (`[!...]`, `[^...]` negate), `\c` the character c (docs/policy.md). */
 bool policy_glob_match(const char *pattern, const char *path);
 
 /* The longest leading directory of an absolute glob without a wildcard:

@@ -63,7 +63,8 @@ int afmt_parse_since(const char *s, int64_t *ns)
         if (*rest)
             continue;
         time_t t = timegm(&tm);
-        *ns = (int64_t)t * 1000000000 + frac_ns;
+        /* ns since 1970 end in 2262: later times clamp (nothing is newer). */
+        *ns = t >= INT64_MAX / 1000000000 ? INT64_MAX : (int64_t)t * 1000000000 + frac_ns;
         return 0;
     }
     return -1;

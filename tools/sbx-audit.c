@@ -28,6 +28,7 @@
 #include <bsd/string.h>
 
 #include "auditfmt.h"
+#include "ctl.h"
 #include "ops.h"
 #include "paths.h"
 #include "store.h"
@@ -339,13 +340,16 @@ static bool daemon_running(void)
     if (sbx_path_runtime_file(SBX_CONTROL_SOCK, p, sizeof p) < 0)
         return false;
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (s < 0 || strlcpy(sa.sun_path, p, sizeof sa.sun_path) >= sizeof sa.sun_path) {
+    struct sockaddr_un sa;
+    int dfd = -1;
+    if (s < 0 || sbx_unix_addr(p, &sa, &dfd) < 0) {
         if (s >= 0)
             close(s);
         return false;
     }
     bool up = connect(s, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (dfd >= 0)
+        close(dfd);
     close(s);
     return up;
 }

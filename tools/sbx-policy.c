@@ -200,7 +200,7 @@ static void print_layers(const struct policy *p, enum sbx_op op, const char *tar
         else if (strncmp(target, "unix:", 5) == 0)
             printf("  layers: guard (exact); supervisor (exact: the socket path of every connect)\n");
         else if (cls == SBX_CLASS_CONNECT && policy_rules(p, POLICY_CONNECT_ALLOW, &r) == 0)
-            printf("  layers: guard (exact); kernel: a network namespace without interfaces "
+            printf("  layers: guard (exact); kernel: a network namespace with loopback only "
                    "(connect.allow is empty: exact)\n");
         else
             printf("  layers: guard (exact, sees host names); supervisor (exact on addresses); "

@@ -63,4 +63,45 @@ test_help_prints_usage_and_exits_0() {
     assert_eq "$rc" 2 "no arguments"
 }
 
+# The examples of docs/policy.md ("Checking and explaining" and "Errors")
+# are real output: run each command and compare, line by line (a line the
+# doc shortens with "..." is compared up to the "...").
+doc_examples() { # prints "CMD<TAB>expected-line" for each output line
+    awk '
+        /^```/ { inblk = !inblk; cmd = ""; next }
+        !inblk { next }
+        /^\$ sbx-policy / { cmd = substr($0, 3); next }
+        /^\$ / { cmd = ""; next }
+        cmd != "" && $0 != "" { print cmd "\t" $0 }
+    ' "$SBX_ROOT/docs/policy.md"
+}
+
+test_docs_examples_are_real_output() {
+    mkdir -p "$T/proj/src" && echo K=1 > "$T/proj/.env"
+    proj=$(cd "$T/proj" && pwd -P)
+    cd "$SBX_ROOT"
+    # the bad.yaml of the Errors section, written as the doc shows it
+    awk '/^\$ cat bad.yaml/ { on = 1; next } /^\$ / { on = 0 } on' docs/policy.md > "$T/bad.yaml"
+    n=0 last=""
+    doc_examples | while IFS="$(printf '\t')" read -r cmd want; do
+        if [ "$cmd" != "$last" ]; then
+            cmdline=$(echo "$cmd" | sed "s|/tmp/proj|$proj|g; s| bad.yaml| $T/bad.yaml|")
+            got=$(eval "$cmdline" 2>&1 | sed "s|$proj|/tmp/proj|g; s|$T/bad.yaml|bad.yaml|g; s|workspace [^;]*;|workspace W;|") || true
+            last=$cmd
+            i=0
+        fi
+        i=$((i + 1))
+        line=$(printf '%s\n' "$got" | sed -n "${i}p")
+        want=$(printf '%s\n' "$want" | sed "s|workspace [^;]*;|workspace W;|")
+        case "$want" in
+            *...*) pre=${want%%...*}; case "$line" in "$pre"*) ;; *) fail "$cmd: line $i: got '$line', want '$want'"; touch "$T/bad"; exit 1 ;; esac ;;
+            *) [ "$line" = "$want" ] || { fail "$cmd: line $i: got '$line', want '$want'"; touch "$T/bad"; exit 1; } ;;
+        esac
+        n=$((n + 1))
+        echo "$n" > "$T/count"
+    done
+    [ ! -e "$T/bad" ] || return 1
+    [ "$(cat "$T/count")" -ge 15 ] || fail "only $(cat "$T/count") example lines compared"
+}
+
 run_tests

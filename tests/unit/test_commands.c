@@ -173,6 +173,20 @@ static void test_commands_exec_path_is_checked_before_commands(void **state)
     assert_int_equal(policy_decide_exec(def, "/srv/elsewhere/x", argv2, &v), SBX_ALLOW);
 }
 
+static void test_commands_a_renamed_program_is_judged_by_its_real_path(void **state)
+{
+    (void)state;
+    struct policy_verdict v;
+    char *argv[] = { "./x", "-rf", "/", NULL };
+    assert_int_equal(policy_decide_exec(def, "/usr/bin/rm", argv, &v), SBX_DENY);
+    assert_non_null(strstr(v.reason, "recursive delete"));
+    char *ok[] = { "./x", "-r", "src/old", NULL };
+    assert_int_equal(policy_decide_exec(def, "/usr/bin/rm", ok, &v), SBX_ALLOW);
+    /* same base name: the line as given is enough, no false positives */
+    char *git[] = { "git", "rm", "-r", "--cached", ".", NULL };
+    assert_int_equal(policy_decide_exec(def, "/usr/bin/git", git, &v), SBX_ALLOW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_commands_deny_verdict_carries_the_rule_reason),
         cmocka_unit_test(test_commands_allow_list_admits_only_matching_lines),
         cmocka_unit_test(test_commands_exec_path_is_checked_before_commands),
+        cmocka_unit_test(test_commands_a_renamed_program_is_judged_by_its_real_path),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,323 @@
+/*
+ * bwrap.c — ISO_BWRAP: the same policy as a bubblewrap command line.
+ *
+ * For machines where an administrator trusts bubblewrap more than sbx's own
+ * set-up (or runs it set-uid where user namespaces are off).  The mounts are
+ * the native plan (mounts.c) written as bwrap options, in the same order;
+ * the seccomp filter is the native one without the user-notification rules
+ * (bwrap installs a filter without a listener, and a notify rule without a
+ * listener would fail every exec with ENOSYS).  What bwrap cannot carry:
+ * Landlock (bwrap mounts after we would restrict, and Landlock forbids
+ * mounting) and the supervisor.  child->layers says so.
+ * --new-session is not used: it would take the terminal from interactive
+ * agents; TIOCSTI, what it guards against, is refused by the filter.
+ */
+#include "iso_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "paths.h"
+
+const char *iso_bwrap_path(void)
+{
+    static const char *const where[] = { "/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap" };
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
+        if (access(where[i], X_OK) == 0)
+            return where[i];
+    return NULL;
+}
+
+struct argv_b {
+    char **v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void push(struct argv_b *a, const char *s)
+{
+    if (a->oom)
+        return;
+    if (a->n + 2 > a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        char **v = reallocarray(a->v, cap, sizeof *v);
+        if (v == NULL) {
+            a->oom = true;
+            return;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n] = strdup(s);
+    if (a->v[a->n] == NULL) {
+        a->oom = true;
+        return;
+    }
+    a->v[++a->n] = NULL;
+}
+
+static void pushf(struct argv_b *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pushf(struct argv_b *a, const char *fmt, ...)
+{
+    char buf[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    push(a, buf);
+}
+
+static bool under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool is_keep(const struct iso_mounts *mp, const char *path)
+{
+    for (size_t i = 0; i < mp->n_keep; i++)
+        if (under(path, mp->keep[i]))
+            return true;
+    return false;
+}
+
+void iso_argv_free(char **argv)
+{
+    if (argv == NULL)
+        return;
+    for (size_t i = 0; argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+/* Puts back, after tmpfs covers DIR, the keeps that lived under it. */
+static void rebind_keeps(struct argv_b *a, const struct iso_mounts *mp, const char *dir,
+                         const char *events)
+{
+    for (size_t i = 0; i < mp->n_keep; i++)
+        if (under(mp->keep[i], dir)) {
+            bool writable = events && strcmp(mp->keep[i], events) == 0;
+            push(a, writable ? "--bind" : "--ro-bind");
+            push(a, mp->keep[i]);
+            push(a, mp->keep[i]);
+        }
+}
+
+char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp,
+                      bool unshare_net, int seccomp_fd, char *err, size_t errsz)
+{
+    struct argv_b a = { 0 };
+    const char *bwrap = iso_bwrap_path();
+    char events[4096], cwd[4096];
+
+    if (bwrap == NULL) {
+        iso_errf(err, errsz, "bwrap: bubblewrap is not installed (apt-get install bubblewrap)");
+        return NULL;
+    }
+    snprintf(events, sizeof events, "%s/%s", req->runtime_dir ? req->runtime_dir : "",
+             SBX_EVENTS_SOCK);
+    push(&a, bwrap);
+    push(&a, "--die-with-parent");
+    push(&a, "--unshare-user");
+    push(&a, "--unshare-pid");
+    push(&a, "--unshare-ipc");
+    push(&a, "--unshare-uts");
+    push(&a, "--unshare-cgroup-try");
+    if (unshare_net)
+        push(&a, "--unshare-net");
+    push(&a, "--cap-drop");
+    push(&a, "ALL");
+    /* The host read-only, then what the policy lets it write. */
+    push(&a, mp->all_ro ? "--ro-bind" : "--bind");
+    push(&a, "/");
+    push(&a, "/");
+    push(&a, "--dev");
+    push(&a, "/dev");
+    push(&a, "--proc");
+    push(&a, "/proc");
+    if (mp->private_tmp) {
+        push(&a, "--tmpfs");
+        push(&a, "/tmp");
+        rebind_keeps(&a, mp, "/tmp", events);
+    }
+    /* bwrap takes every bind's source from the host's view: under the
+     * private /tmp, only the keeps (bound above) may come from the host,
+     * and /tmp itself is the writable tmpfs already. */
+    for (size_t i = 0; i < mp->n; i++)
+        if (mp->m[i].kind == ISO_MNT_RW
+            && !(mp->private_tmp && under(mp->m[i].path, "/tmp") && !is_keep(mp, mp->m[i].path))) {
+            push(&a, "--bind");
+            push(&a, mp->m[i].path);
+            push(&a, mp->m[i].path);
+        }
+    for (size_t i = 0; i < mp->n_hide; i++) {
+        if (mp->private_tmp && under(mp->hide[i], "/tmp"))
+            continue;           /* gone with the host's /tmp already */
+        push(&a, "--perms");
+        push(&a, "0755");
+        push(&a, "--tmpfs");
+        push(&a, mp->hide[i]);
+        rebind_keeps(&a, mp, mp->hide[i], events);
+        push(&a, "--remount-ro");
+        push(&a, mp->hide[i]);
+    }
+    for (size_t i = 0; i < mp->n; i++) {
+        switch (mp->m[i].kind) {
+        case ISO_MNT_MASK_FILE:
+            push(&a, "--ro-bind");
+            push(&a, "/dev/null");
+            push(&a, mp->m[i].path);
+            break;
+        case ISO_MNT_MASK_DIR:
+            push(&a, "--perms");
+            push(&a, "0000");
+            push(&a, "--tmpfs");
+            push(&a, mp->m[i].path);
+            push(&a, "--remount-ro");
+            push(&a, mp->m[i].path);
+            break;
+        case ISO_MNT_RO:
+            push(&a, "--ro-bind");
+            push(&a, mp->m[i].path);
+            push(&a, mp->m[i].path);
+            break;
+        default:
+            break;
+        }
+    }
+    if (getcwd(cwd, sizeof cwd)) {
+        push(&a, "--chdir");
+        push(&a, cwd);
+    }
+    if (seccomp_fd >= 0) {
+        push(&a, "--seccomp");
+        pushf(&a, "%d", seccomp_fd);
+    }
+    push(&a, "--");
+    for (size_t i = 0; req->argv && req->argv[i]; i++)
+        push(&a, req->argv[i]);
+    if (a.oom) {
+        iso_errf(err, errsz, "bwrap: out of memory");
+        iso_argv_free(a.v);
+        return NULL;
+    }
+    return a.v;
+}
+
+int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
+                    char *err, size_t errsz)
+{
+    struct iso_mounts *mp = calloc(1, sizeof *mp);
+    struct iso_bpf bpf = { 0 };
+    struct iso_rlimit rl[ISO_RLIMIT_MAX];
+    size_t nrl = iso_rlimits(req->policy, rl);
+    bool net = iso_net_loopback_only(req->policy);
+    char **argv = NULL;
+    int sfd = -1, pfd[2] = { -1, -1 }, rc = -1;
+    int report[2];
+    pid_t pid;
+    ssize_t n;
+
+    if (mp == NULL) {
+        iso_errf(err, errsz, "bwrap: out of memory");
+        return -1;
+    }
+    if (iso_mounts_plan(req, mp, err, errsz) < 0
+        || iso_seccomp_build(false, &bpf, err, errsz) < 0)
+        goto out;
+    /* The filter travels to bwrap in a memfd it reads from the start. */
+    sfd = memfd_create("sbx-seccomp", 0);
+    if (sfd < 0 || write(sfd, bpf.insns, bpf.len * sizeof *bpf.insns)
+                       != (ssize_t)(bpf.len * sizeof *bpf.insns)
+        || lseek(sfd, 0, SEEK_SET) < 0) {
+        iso_errf(err, errsz, "bwrap: seccomp memfd: %s", strerror(errno));
+        goto out;
+    }
+    argv = iso_bwrap_argv(req, mp, net, sfd, err, errsz);
+    if (argv == NULL)
+        goto out;
+    if (pipe2(report, O_CLOEXEC) < 0) {
+        iso_errf(err, errsz, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    pfd[0] = report[0];
+    pfd[1] = report[1];
+    pid = fork();
+    if (pid < 0) {
+        iso_errf(err, errsz, "fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        const char *what = "";
+        int e;
+        close(pfd[0]);
+        if (setpgid(0, 0) < 0 || iso_child_basics(rl, nrl, pfd[1], &what) < 0) {
+            e = errno;
+            goto child_fail;
+        }
+        /* bwrap reads the filter from this fd after exec. */
+        if (fcntl(sfd, F_SETFD, 0) < 0) {
+            e = errno;
+            what = "seccomp fd";
+            goto child_fail;
+        }
+        execve(argv[0], argv, req->envp);
+        e = errno;
+        what = "exec bwrap";
+    child_fail:
+        if (write(pfd[1], &e, sizeof e) < 0 || write(pfd[1], what, strlen(what)) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(pfd[1]);
+    pfd[1] = -1;
+    (void)setpgid(pid, pid);
+    {
+        char buf[sizeof(int) + 200];
+        do
+            n = read(pfd[0], buf, sizeof buf - 1);
+        while (n < 0 && errno == EINTR);
+        if (n > 0) {
+            int e = 0;
+            if (n >= (ssize_t)sizeof e)
+                memcpy(&e, buf, sizeof e);
+            buf[n] = '\0';
+            iso_errf(err, errsz, "bwrap: %s: %s", n > (ssize_t)sizeof e ? buf + sizeof e : "?",
+                     strerror(e));
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            goto out;
+        }
+    }
+    child->pid = pid;
+    child->notify_fd = -1;
+    /* --die-with-parent: bwrap's own init dies with it, and with the pid
+     * namespace gone every process of the agent goes too. */
+    child->pidns = true;
+    child->status_fd = -1;
+    snprintf(child->layers, sizeof child->layers,
+             "guard,bwrap,userns,pidns,mntns,ipcns,utsns%s,seccomp,rlimits",
+             net ? ",netns" : "");
+    rc = 0;
+out:
+    if (pfd[0] >= 0)
+        close(pfd[0]);
+    if (pfd[1] >= 0)
+        close(pfd[1]);
+    if (sfd >= 0)
+        close(sfd);
+    iso_argv_free(argv);
+    iso_bpf_free(&bpf);
+    free(mp);
+    return rc;
+}

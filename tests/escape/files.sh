@@ -1,0 +1,118 @@
+#!/bin/sh
+# Escape attempts on files, under --isolation native.  Each attempt is made
+# by a program the preload cannot see into (a static binary making bare
+# system calls, or busybox-static), so only the kernel layer can stop it:
+# mounts (masks, read-only binds, hidden store), Landlock, seccomp.  Each test
+# also checks the supervisor's record of what ran (layer "supervisor").
+. "$(dirname "$0")/../lib.sh"
+# The test program runs from the workspace, where the default policy lets
+# the agent run what it builds.
+ESC=./esc
+BB=/bin/busybox
+
+native() {
+    [ -x "$WS/esc" ] || cp "$PROGS/static_escape" "$WS/esc"
+    guard --isolation native "$@"
+}
+
+test_static_program_cannot_read_a_deny_file() {
+    echo secret >.env
+    out=$(native -- /bin/sh -c "$ESC read .env") || true
+    assert_eq "$out" "fail EACCES"
+    expect_row op=exec layer=supervisor "target~/esc" decision=allow
+}
+
+test_static_openat2_cannot_read_a_deny_file() {
+    echo secret >.env
+    out=$(native -- "$ESC" openat2 .env) || true
+    assert_eq "$out" "fail EACCES"
+}
+
+test_busybox_cannot_read_ssh_keys_or_env_files() {
+    mkdir -p "$HOME/.ssh" sub
+    echo PRIVATE >"$HOME/.ssh/id_rsa"
+    echo secret >sub/.env
+    out=$(native -- "$BB" sh -c "$BB cat $HOME/.ssh/id_rsa; $BB cat sub/.env" 2>&1) || true
+    assert_not_contains "$out" "PRIVATE"
+    assert_not_contains "$out" "secret"
+    out=$(native -- "$BB" ls "$HOME/.ssh" 2>/dev/null) || true
+    assert_not_contains "$out" "id_rsa"
+}
+
+test_static_program_cannot_write_outside_the_workspace() {
+    mkdir -p "$T/outside"
+    out=$(native -- "$ESC" write "$T/outside/x") || true
+    assert_contains "$out" "fail"
+    assert_file_absent "$T/outside/x"
+    out=$(native -- "$BB" sh -c "echo x >$T/outside/y; echo x >/etc/sbx-escape" 2>&1) || true
+    assert_file_absent "$T/outside/y"
+    assert_file_absent /etc/sbx-escape
+}
+
+test_workspace_stays_writable() {
+    out=$(native -- "$ESC" write ./inside)
+    assert_eq "$out" "ok"
+    assert_file_present inside
+}
+
+test_dotdot_and_symlink_out_of_the_workspace_fail() {
+    mkdir -p "$T/outside"
+    ln -s "$T/outside" out
+    out=$(native -- "$ESC" write "../outside/a") || true
+    assert_contains "$out" "fail"
+    out=$(native -- "$ESC" write "out/b") || true
+    assert_contains "$out" "fail"
+    assert_file_absent "$T/outside/a"
+    assert_file_absent "$T/outside/b"
+}
+
+test_symlink_to_a_deny_file_does_not_read_it() {
+    echo secret >.env
+    out=$(native -- "$ESC" symlink .env link) || true
+    assert_eq "$out" "fail EACCES"
+}
+
+test_proc_self_root_does_not_reach_past_the_mounts() {
+    echo secret >.env
+    mkdir -p "$T/outside"
+    out=$(native -- "$ESC" read "/proc/self/root$WS/.env") || true
+    assert_eq "$out" "fail EACCES"
+    out=$(native -- "$ESC" write "/proc/self/root$T/outside/c") || true
+    assert_contains "$out" "fail"
+    assert_file_absent "$T/outside/c"
+}
+
+test_protected_file_cannot_be_renamed_linked_or_rewritten() {
+    mkdir -p .git
+    echo original >.git/config
+    out=$(native -- "$ESC" rename .git/config moved) || true
+    assert_contains "$out" "fail"
+    out=$(native -- "$ESC" link .git/config hard) || true
+    assert_contains "$out" "fail"
+    out=$(native -- "$ESC" write .git/config) || true
+    assert_contains "$out" "fail"
+    assert_eq "$(cat .git/config)" "original"
+    assert_file_absent moved
+    assert_file_absent hard
+}
+
+test_audit_store_is_out_of_reach() {
+    guard --isolation none -- true    # creates the store
+    assert_file_present "$SBX_AUDIT_DB"
+    out=$(native -- "$ESC" read "$SBX_AUDIT_DB") || true
+    assert_contains "$out" "fail"
+    out=$(native -- "$BB" ls -A "$(dirname "$SBX_AUDIT_DB")" 2>&1) || true
+    assert_not_contains "$out" "audit.db"
+}
+
+test_control_socket_is_out_of_reach_and_events_socket_alone_is_there() {
+    out=$(native -- "$ESC" unix "$SBX_RUNTIME_DIR/control.sock") || true
+    assert_contains "$out" "fail"
+    expect_row op=connect decision=deny layer=supervisor "target~control.sock"
+    out=$(native -- "$BB" ls -A "$SBX_RUNTIME_DIR")
+    assert_not_contains "$out" "control.sock"
+    assert_not_contains "$out" "sbx-auditd.pid"
+    assert_contains "$out" "events.sock"
+}
+
+run_tests

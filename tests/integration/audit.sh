@@ -1,0 +1,209 @@
+#!/bin/sh
+# The audit path end to end: rings -> sbx-auditd -> store -> sbx-audit,
+# and the kill switch.  Each test has its own runtime dir and store.
+. "$(dirname "$0")/../lib.sh"
+
+count() { sqlite3 "$SBX_AUDIT_DB" "$1"; }
+
+test_100000_events_from_8_threads_and_4_children_are_stored_exactly_once() {
+    out=$("$PROGS/emit_storm" storm 100008 8 4)
+    assert_contains "$out" "emitted 100008 failed 0 bad_children 0"
+    assert_eq "$(count "select count(*) from events where target like 'storm:%'")" 100008 rows
+    assert_eq "$(count "select count(distinct target) from events where target like 'storm:%'")" 100008 unique
+    # 8 threads share the parent's ring; each child reports as itself
+    assert_eq "$(count "select count(distinct pid) from events where target like 'storm:%'")" 5 pids
+    sbx-audit verify
+}
+
+test_events_emitted_right_before_sigkill_are_all_kept() {
+    out=$("$PROGS/emit_storm" --suicide victim 1000)
+    assert_contains "$out" "child killed"
+    assert_eq "$(count "select count(distinct target) from events where target like 'suicide:%'")" 1000
+}
+
+test_sigterm_drains_the_rings_and_commits_before_exit() {
+    out=$("$PROGS/emit_storm" --term t 20000)
+    assert_contains "$out" "emitted 20000 failed 0 daemon gone"
+    assert_eq "$(count "select count(*) from events where target like 'term:%'")" 20000
+    sbx-audit verify
+}
+
+test_after_a_daemon_crash_emits_fail_fast_and_committed_rows_verify() {
+    out=$("$PROGS/emit_storm" --crash c1)
+    # the ring takes what fits (4096 slots), then every event fails at once
+    assert_contains "$out" "after crash: 5904 of 10000 failed"
+    secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
+    python3 -c "import sys; sys.exit(0 if float('$secs') < 2 else 1)" || fail "took $secs s"
+    assert_contains "$(sbx-audit verify)" "ok: 1001 rows, chain intact"
+}
+
+test_query_json_is_one_parsable_object_per_line_and_filters() {
+    "$PROGS/emit_storm" j1 1000 1 0 >/dev/null
+    "$PROGS/emit_storm" j2 500 1 0 >/dev/null
+    sbx-audit query --format json > all.json
+    python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open("all.json")]
+need = {"id","ts","agent","pid","op","target","decision","rule","reason","layer","target2","errno","run_id","flags"}
+assert all(need <= set(r) for r in rows), "missing keys"
+assert all(r["ts"].endswith("Z") and "." in r["ts"] for r in rows)
+assert len(rows) == 1000 + 500 + 4, len(rows)
+ids = [r["id"] for r in rows]; assert ids == sorted(ids)
+'
+    sbx-audit query --agent j1 --decision deny --format json > deny.json
+    python3 -c '
+import json
+rows = [json.loads(l) for l in open("deny.json")]
+assert len(rows) == 100, len(rows)
+assert all(r["agent"] == "j1" and r["decision"] == "deny" and r["errno"] == 13 for r in rows)
+'
+    assert_eq "$(sbx-audit query --op open-write --agent j2 --format json | wc -l)" 72 open-write
+    assert_eq "$(sbx-audit query --op start --format json | wc -l)" 2 starts
+    assert_eq "$(sbx-audit query --limit 3 --format json | wc -l)" 3 limit
+    assert_eq "$(sbx-audit query --since 1h --agent j2 --format json | wc -l)" 502 since
+    assert_eq "$(sbx-audit query --since 2000-01-01 --agent j2 --format json | wc -l)" 502 since-time
+    assert_eq "$(sbx-audit query --since 2999-01-01T00:00:00Z --format json | wc -l)" 0 future
+}
+
+test_csv_has_a_header_and_quotes_per_rfc4180() {
+    "$PROGS/emit_storm" c1 10 1 0 >/dev/null
+    sbx-audit query --agent c1 --op open-read --limit 1 --format csv > out.csv
+    head -n 1 out.csv | grep -q '^id,ts,agent,run_id,pid,uid,op,target,target2,decision,rule,reason,layer,errno,flags'
+    python3 -c '
+import csv
+rows = list(csv.DictReader(open("out.csv", newline="")))
+assert len(rows) == 1 and rows[0]["rule"] == "files.read.allow[0] \"**\"", rows
+'
+}
+
+test_table_output_is_aligned_and_has_no_colour_when_piped() {
+    "$PROGS/emit_storm" tbl 20 1 0 >/dev/null
+    out=$(sbx-audit query --agent tbl --limit 5)
+    assert_contains "$out" "DECISION"
+    assert_not_contains "$out" "$(printf '\033')"
+    # every line has DECISION's column at the same offset
+    sbx-audit query --agent tbl --limit 5 | awk 'NR==1 { p = index($0, "DECISION") } NR>1 { s = substr($0, p, 5); if (s != "allow" && s != "deny ") exit 1 }'
+}
+
+test_tail_follows_new_rows_until_interrupted() {
+    "$PROGS/emit_storm" before 5 1 0 >/dev/null
+    sbx-audit tail --agent late --format json > tail.out 2>&1 &
+    tp=$!
+    sleep 0.3
+    "$PROGS/emit_storm" late 50 1 0 >/dev/null
+    sleep 0.5
+    kill -INT $tp
+    wait $tp
+    assert_eq "$(grep -c '"agent":"late"' tail.out)" 52 followed
+}
+
+test_stats_and_agents_describe_the_store() {
+    "$PROGS/emit_storm" st1 100 1 0 >/dev/null
+    out=$(sbx-audit stats --agent st1)
+    assert_contains "$out" "events     102 (10 denied)"
+    assert_contains "$out" "denials by op:"
+    assert_contains "$out" "store $SBX_AUDIT_DB:"
+    out=$(sbx-audit agents)
+    assert_contains "$out" "st1"
+    assert_contains "$out" "0 (exited 0)"
+}
+
+test_sbx_kill_of_an_unknown_agent_fails_cleanly() {
+    "$PROGS/emit_storm" other 10 1 0 >/dev/null   # starts the daemon
+    rc=0; out=$(sbx-kill nosuch 2>&1) || rc=$?
+    assert_eq "$rc" 1 exit
+    assert_contains "$out" "no running agent named 'nosuch'"
+}
+
+test_sbx_kill_without_a_daemon_says_nothing_is_running() {
+    rc=0; out=$(sbx-kill coder 2>&1) || rc=$?
+    assert_eq "$rc" 1 exit
+    assert_contains "$out" "no agent is running"
+    assert_file_absent "$SBX_RUNTIME_DIR/sbx-auditd.pid"
+}
+
+test_sbx_kill_usage_errors_exit_2() {
+    rc=0; sbx-kill >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+    rc=0; sbx-kill a --all >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+    rc=0; sbx-kill a --bogus >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+}
+
+test_a_killed_agent_s_guard_gets_the_kill_command_and_the_kill_is_recorded() {
+    "$PROGS/emit_storm" --guard coder > guard.out &
+    gp=$!
+    i=0; until grep -q ready guard.out 2>/dev/null || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    out=$(sbx-kill coder --reason "deleting tests")
+    assert_eq "$out" "killed coder (1 process)"
+    wait $gp
+    assert_contains "$(cat guard.out)" "cmd hard by=$(id -un) (uid $(id -u)) pid"
+    assert_contains "$(cat guard.out)" "reason=deleting tests"
+    row=$(sbx-audit query --op kill --format json)
+    assert_contains "$row" '"reason":"by '
+    assert_contains "$row" 'deleting tests"'
+    assert_contains "$(sbx-audit agents)" "deleting tests"
+}
+
+test_a_soft_kill_reaches_the_rings() {
+    "$PROGS/emit_storm" --guard soft1 > guard.out &
+    gp=$!
+    i=0; until grep -q ready guard.out 2>/dev/null || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    out=$(sbx-kill --all --soft --reason stop)
+    assert_eq "$out" "soft-killed soft1"
+    wait $gp
+    assert_contains "$(cat guard.out)" "cmd soft"
+    assert_contains "$(cat guard.out)" "killed-flag 1"
+}
+
+test_two_daemons_started_at_once_leave_one() {
+    mkdir -p "$SBX_RUNTIME_DIR"
+    sbx-auditd 2>d1.log & p1=$!
+    sbx-auditd 2>d2.log & p2=$!
+    sleep 0.5
+    alive=0
+    kill -0 $p1 2>/dev/null && alive=$((alive+1))
+    kill -0 $p2 2>/dev/null && alive=$((alive+1))
+    assert_eq "$alive" 1 "daemons alive"
+    assert_contains "$(cat d1.log d2.log)" "already running"
+    pid=$(cat "$SBX_RUNTIME_DIR/sbx-auditd.pid")
+    { [ "$pid" = "$p1" ] || [ "$pid" = "$p2" ]; } || fail "pid file names $pid"
+    "$PROGS/emit_storm" after 10 1 0 >/dev/null
+}
+
+test_a_stale_pid_file_and_socket_are_taken_over() {
+    mkdir -p "$SBX_RUNTIME_DIR"
+    echo 999999 > "$SBX_RUNTIME_DIR/sbx-auditd.pid"
+    : > "$SBX_RUNTIME_DIR/control.sock"
+    out=$("$PROGS/emit_storm" stale 10 1 0)
+    assert_contains "$out" "failed 0"
+}
+
+test_verify_passes_then_names_a_tampered_row() {
+    "$PROGS/emit_storm" v1 200 2 0 >/dev/null
+    out=$(sbx-audit verify)
+    assert_contains "$out" "ok: 202 rows, chain intact, head matches"
+    stop_daemon
+    sqlite3 "$SBX_AUDIT_DB" "update events set target = target || 'x' where id = 57"
+    rc=0; out=$(sbx-audit verify 2>&1) || rc=$?
+    assert_eq "$rc" 1 exit
+    assert_contains "$out" "row 57"
+}
+
+test_sbx_audit_usage_and_missing_store() {
+    rc=0; sbx-audit query --decision maybe >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+    rc=0; sbx-audit query --op fly >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+    rc=0; sbx-audit query --since yesterday >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+    rc=0; sbx-audit frobnicate >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
+    rc=0; out=$(sbx-audit query 2>&1) || rc=$?
+    assert_eq "$rc" 1
+    assert_contains "$out" "no audit store at $SBX_AUDIT_DB"
+}
+
+test_the_store_directory_is_created_private() {
+    export SBX_AUDIT_DB="$T/state/new/audit.db"
+    "$PROGS/emit_storm" p1 1 1 0 >/dev/null
+    assert_eq "$(stat -c %a "$(dirname "$SBX_AUDIT_DB")")" 700 "store dir mode"
+    assert_eq "$(stat -c %a "$SBX_AUDIT_DB")" 600 "store mode"
+    assert_eq "$(stat -c %a "$SBX_RUNTIME_DIR/control.sock")" 600 "control.sock mode"
+}
+
+run_tests

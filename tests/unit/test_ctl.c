@@ -1,0 +1,330 @@
+/* test_ctl.c — the control protocol against a real sbx-auditd: bad input
+ * gets an error and the daemon keeps serving; registration, kills. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "event.h"
+#include "paths.h"
+
+static int open_ctl(void)
+{
+    char err[512];
+    int fd = sbx_ctl_open(true, err, sizeof err);
+    if (fd < 0)
+        fail_msg("sbx_ctl_open: %s", err);
+    return fd;
+}
+
+/* Sends N raw bytes, returns the reply verb line + rest in OUT. */
+static void raw(int fd, const void *msg, size_t n, char *out, size_t outsz)
+{
+    assert_int_equal(send(fd, msg, n, MSG_NOSIGNAL), (ssize_t)n);
+    ssize_t r = recv(fd, out, outsz - 1, 0);
+    assert_true(r > 0);
+    out[r] = '\0';
+}
+
+static void assert_still_serving(int fd)
+{
+    char err[256];
+    int64_t last = -1;
+    assert_int_equal(sbx_ctl_sync(fd, &last, err, sizeof err), 0);
+    assert_true(last >= 0);
+}
+
+static void test_msg_codec_round_trips_escapes(void **state)
+{
+    (void)state;
+    static struct sbx_msgbuf b;
+    sbx_msg_start(&b, "EVENT");
+    sbx_msg_add(&b, "target", "a\nb\\c=d");
+    sbx_msg_add(&b, "empty", "");
+    sbx_msg_add(&b, "absent", NULL);
+    static char buf[SBX_CTL_MAX + 1];
+    memcpy(buf, b.buf, b.len);
+    struct sbx_msg m;
+    char err[128];
+    assert_int_equal(sbx_msg_parse(buf, b.len, &m, err, sizeof err), 0);
+    assert_string_equal(m.verb, "EVENT");
+    assert_string_equal(sbx_msg_get(&m, "target"), "a\nb\\c=d");
+    assert_string_equal(sbx_msg_get(&m, "empty"), "");
+    assert_null(sbx_msg_get(&m, "absent"));
+}
+
+static void test_msg_parser_rejects_malformed_messages(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "SYNC",                     /* no newline */
+        "sync\n",                   /* verb case */
+        "SYNC\nnoequals\n",
+        "SYNC\nK=v\n",              /* key alphabet */
+        "SYNC\na=1\na=2\n",         /* duplicate */
+        "SYNC\na=\\x\n",            /* bad escape */
+        "\n",
+        "TOOLONGVERBXXXXXX\n",
+    };
+    char buf[256], err[128];
+    struct sbx_msg m;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = strlen(bad[i]);
+        memcpy(buf, bad[i], n);
+        assert_int_equal(sbx_msg_parse(buf, n, &m, err, sizeof err), -1);
+    }
+    memcpy(buf, "SYNC\na=\0\n", 9);
+    assert_int_equal(sbx_msg_parse(buf, 9, &m, err, sizeof err), -1);
+    /* too many fields */
+    static char many[4096];
+    size_t n = (size_t)snprintf(many, sizeof many, "SYNC\n");
+    for (int i = 0; i <= SBX_CTL_MAX_FIELDS; i++)
+        n += (size_t)snprintf(many + n, sizeof many - n, "k%d=v\n", i);
+    assert_int_equal(sbx_msg_parse(many, n, &m, err, sizeof err), -1);
+}
+
+static void test_malformed_requests_get_an_error_and_the_daemon_keeps_serving(void **state)
+{
+    (void)state;
+    int fd = open_ctl();
+    static const char *const bad[] = {
+        "SYNC", "hello\n", "SYNC\nnoequals\n", "SYNC\na=1\na=1\n", "FOO\n",
+        "REGISTER\nbogus=1\n", "KILL\n", "EVENT\nop=exec\n", "EXIT\nstatus=0\n",
+        "REGISTER\nname=\n", "REGISTER\nname=a b\n",
+    };
+    char out[1024];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw(fd, bad[i], strlen(bad[i]), out, sizeof out);
+        assert_memory_equal(out, "ERR\nmsg=", 8);
+        assert_still_serving(fd);
+    }
+    raw(fd, "SYNC\na=\0\n", 9, out, sizeof out);
+    assert_memory_equal(out, "ERR\n", 4);
+    assert_still_serving(fd);
+    sbx_ctl_close(fd);
+}
+
+static void test_an_oversized_request_gets_an_error_and_the_daemon_keeps_serving(void **state)
+{
+    (void)state;
+    int fd = open_ctl();
+    size_t n = SBX_CTL_MAX + 4096;
+    char *big = malloc(n);
+    memset(big, 'a', n);
+    memcpy(big, "EVENT\ntarget=", 13);
+    big[n - 1] = '\n';
+    char out[1024];
+    raw(fd, big, n, out, sizeof out);
+    assert_non_null(strstr(out, "larger than"));
+    assert_still_serving(fd);
+    free(big);
+    sbx_ctl_close(fd);
+}
+
+static void test_a_client_that_leaves_without_reading_does_not_hurt_the_daemon(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 20; i++) {
+        int fd = open_ctl();
+        send(fd, "SYNC\n", 5, MSG_NOSIGNAL);
+        close(fd);
+        fd = open_ctl();
+        close(fd);
+    }
+    int fd = open_ctl();
+    assert_still_serving(fd);
+    sbx_ctl_close(fd);
+}
+
+static void test_register_refuses_an_empty_or_duplicate_name(void **state)
+{
+    (void)state;
+    int a = open_ctl(), b = open_ctl();
+    char id[64], tok[80], err[256];
+    struct sbx_agent_reg reg = { .name = "", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(a, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), -1);
+    reg.name = NULL;
+    assert_int_equal(sbx_ctl_register(a, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), -1);
+    reg.name = "dup";
+    assert_int_equal(sbx_ctl_register(a, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    assert_true(strlen(tok) >= 32);
+    assert_int_equal(sbx_ctl_register(b, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), -1);
+    assert_string_equal(err, "an agent named 'dup' is already running");
+    assert_int_equal(sbx_ctl_exit(a, 0, "exited 0"), 0);
+    sbx_ctl_close(a);
+    /* the name is free again once the first one ended */
+    assert_int_equal(sbx_ctl_register(b, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    assert_int_equal(sbx_ctl_exit(b, 0, "exited 0"), 0);
+    sbx_ctl_close(b);
+}
+
+static void test_killing_an_unknown_agent_is_a_clear_error(void **state)
+{
+    (void)state;
+    int fd = open_ctl();
+    char res[256], err[256];
+    assert_int_equal(sbx_ctl_kill(fd, "nobody", false, "x", res, sizeof res, err, sizeof err), -1);
+    assert_string_equal(err, "no running agent named 'nobody'");
+    sbx_ctl_close(fd);
+}
+
+struct killer { const char *name; bool soft; int rc; char res[256], err[256]; };
+
+static void *kill_thread(void *arg)
+{
+    struct killer *k = arg;
+    int fd = open_ctl();
+    k->rc = sbx_ctl_kill(fd, k->name, k->soft, "test reason", k->res, sizeof k->res,
+                         k->err, sizeof k->err);
+    sbx_ctl_close(fd);
+    return NULL;
+}
+
+static void test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation(void **state)
+{
+    (void)state;
+    int g = open_ctl();
+    char id[64], tok[80], err[256];
+    struct sbx_agent_reg reg = { .name = "victim", .command = "sleep 100", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    struct killer k = { .name = "victim" };
+    pthread_t th;
+    pthread_create(&th, NULL, kill_thread, &k);
+    struct sbx_ctl_cmd cmd;
+    assert_int_equal(sbx_ctl_recv_cmd(g, &cmd), 1);
+    assert_int_equal(cmd.kind, SBX_CMD_KILL_HARD);
+    assert_string_equal(cmd.reason, "test reason");
+    assert_non_null(strstr(cmd.by, "pid"));
+    assert_int_equal(sbx_ctl_cmd_done(g, cmd.req_id, 0, "3 processes"), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(k.rc, 0);
+    assert_string_equal(k.res, "killed victim (3 processes)");
+    assert_int_equal(sbx_ctl_exit(g, 137, "killed by signal 9"), 0);
+    sbx_ctl_close(g);
+}
+
+static void test_a_command_arriving_during_a_request_is_kept_for_the_guard(void **state)
+{
+    (void)state;
+    int g = open_ctl();
+    char id[64], tok[80], err[256];
+    struct sbx_agent_reg reg = { .name = "busy", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    struct killer k = { .name = "busy" };
+    pthread_t th;
+    pthread_create(&th, NULL, kill_thread, &k);
+    /* Keep the guard busy with requests until the command shows up. */
+    struct sbx_event_desc ev = { .op = SBX_OP_EXEC, .decision = SBX_ALLOW,
+                                 .layer = SBX_LAYER_SUPERVISOR, .target = "/bin/true" };
+    for (int i = 0; i < 500 && !sbx_ctl_cmd_pending(g); i++) {
+        assert_int_equal(sbx_ctl_event(g, &ev), 0);
+        struct timespec ts = { 0, 2000000 };
+        nanosleep(&ts, NULL);
+    }
+    assert_true(sbx_ctl_cmd_pending(g));
+    struct sbx_ctl_cmd cmd;
+    assert_int_equal(sbx_ctl_recv_cmd(g, &cmd), 1);
+    assert_false(sbx_ctl_cmd_pending(g));
+    assert_int_equal(sbx_ctl_cmd_done(g, cmd.req_id, 0, "1 process"), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(k.rc, 0);
+    sbx_ctl_close(g);
+}
+
+static void test_a_soft_kill_sets_the_killed_word_of_the_agents_rings(void **state)
+{
+    (void)state;
+    int g = open_ctl();
+    char id[64], tok[80], err[256], rundir[4096];
+    struct sbx_agent_reg reg = { .name = "softy", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    sbx_path_runtime_dir(rundir, sizeof rundir);
+    assert_int_equal(sbx_emit_init(rundir, id, tok), 0);
+    struct sbx_event_desc ev = { .op = SBX_OP_OPEN_READ, .target = "/etc/hosts" };
+    assert_int_equal(sbx_emit(&ev), 0);
+    assert_false(sbx_emit_killed());
+    struct killer k = { .name = "softy", .soft = true };
+    kill_thread(&k);
+    assert_int_equal(k.rc, 0);
+    assert_string_equal(k.res, "soft-killed softy");
+    assert_true(sbx_emit_killed());
+    struct sbx_ctl_cmd cmd;
+    assert_int_equal(sbx_ctl_recv_cmd(g, &cmd), 1);
+    assert_int_equal(cmd.kind, SBX_CMD_KILL_SOFT);
+    assert_int_equal(sbx_ctl_exit(g, 0, "exited 0"), 0);
+    sbx_ctl_close(g);
+}
+
+static void test_a_ring_with_a_wrong_token_is_refused(void **state)
+{
+    (void)state;
+    /* This process's ring is registered already (previous test); a forked
+     * child makes its own, with a token that does not match. */
+    int g = open_ctl();
+    char id[64], tok[80], err[256], rundir[4096];
+    struct sbx_agent_reg reg = { .name = "victim2", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    sbx_path_runtime_dir(rundir, sizeof rundir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sbx_emit_init(rundir, id, "not-the-token");
+        struct sbx_event_desc ev = { .op = SBX_OP_OPEN_READ, .target = "/x" };
+        int rc = sbx_emit(&ev);
+        _exit(rc == -1 && strstr(sbx_emit_error(), "wrong token") ? 0 : 1);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(sbx_ctl_exit(g, 0, "exited 0"), 0);
+    sbx_ctl_close(g);
+}
+
+static int stop_daemon(void **state)
+{
+    (void)state;
+    char pf[4096];
+    sbx_path_runtime_file(SBX_PID_FILE, pf, sizeof pf);
+    FILE *f = fopen(pf, "r");
+    int pid = 0;
+    if (f && fscanf(f, "%d", &pid) == 1 && pid > 0) {
+        kill(pid, SIGTERM);
+        for (int i = 0; i < 100 && kill(pid, 0) == 0; i++) {
+            struct timespec ts = { 0, 50000000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (f)
+        fclose(f);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_msg_codec_round_trips_escapes),
+        cmocka_unit_test(test_msg_parser_rejects_malformed_messages),
+        cmocka_unit_test(test_malformed_requests_get_an_error_and_the_daemon_keeps_serving),
+        cmocka_unit_test(test_an_oversized_request_gets_an_error_and_the_daemon_keeps_serving),
+        cmocka_unit_test(test_a_client_that_leaves_without_reading_does_not_hurt_the_daemon),
+        cmocka_unit_test(test_register_refuses_an_empty_or_duplicate_name),
+        cmocka_unit_test(test_killing_an_unknown_agent_is_a_clear_error),
+        cmocka_unit_test(test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation),
+        cmocka_unit_test(test_a_command_arriving_during_a_request_is_kept_for_the_guard),
+        cmocka_unit_test(test_a_soft_kill_sets_the_killed_word_of_the_agents_rings),
+        cmocka_unit_test(test_a_ring_with_a_wrong_token_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, stop_daemon);
+}
