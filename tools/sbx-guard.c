@@ -587,7 +587,8 @@ int main(int argc, char **argv)
     resolve_loose(policy_path, origin, sizeof origin);
     struct guard_env_vars vars = {
         .preload = preload, .policy_copy = copy, .policy_origin = origin,
-        .workspace = info->workspace, .runtime_dir = rt_abs, .audit_db = db_abs,
+        .workspace = info->workspace, .home = info->home,
+        .runtime_dir = rt_abs, .audit_db = db_abs,
         .agent = name, .agent_id = run_id, .agent_token = token,
         .notify = o.notify < 0 ? isatty(STDERR_FILENO) : o.notify,
     };
