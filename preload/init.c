@@ -33,7 +33,7 @@
 
 enum { ST_UNINIT, ST_CAPTURE, ST_PASS, ST_CAPTURED, ST_LOAD, ST_ACTIVE };
 
-static _Atomic int state = ST_UNINIT;
+static _Atomic int init_state = ST_UNINIT;
 static _Atomic int owner_pid;     /* the process running CAPTURE or LOAD */
 
 /* initial-exec: reading the flag must not call __tls_get_addr (which may
@@ -210,14 +210,14 @@ static void run_phase(int s)
 {
     int busy = s == ST_UNINIT ? ST_CAPTURE : ST_LOAD;
     int expect = s;
-    if (atomic_compare_exchange_strong(&state, &expect, busy)) {
+    if (atomic_compare_exchange_strong(&init_state, &expect, busy)) {
         atomic_store(&owner_pid, self_pid());
         int saved = errno;
         depth = 1;
         int next = s == ST_UNINIT ? capture() : load();
         depth = 0;
         errno = saved;
-        atomic_store_explicit(&state, next, memory_order_release);
+        atomic_store_explicit(&init_state, next, memory_order_release);
     }
 }
 
@@ -225,7 +225,7 @@ static bool enter_slow(int want_load)
 {
     unsigned spins = 0;
     for (;;) {
-        int s = atomic_load_explicit(&state, memory_order_acquire);
+        int s = atomic_load_explicit(&init_state, memory_order_acquire);
         switch (s) {
         case ST_PASS:
             return false;
@@ -248,7 +248,7 @@ static bool enter_slow(int want_load)
          * the phase over. */
         if (atomic_load(&owner_pid) != self_pid()) {
             int expect = s;
-            atomic_compare_exchange_strong(&state, &expect,
+            atomic_compare_exchange_strong(&init_state, &expect,
                                            s == ST_CAPTURE ? ST_UNINIT : ST_CAPTURED);
             continue;
         }
@@ -265,7 +265,7 @@ bool guard_enter(void)
 {
     if (depth > 0)
         return false;
-    int s = atomic_load_explicit(&state, memory_order_acquire);
+    int s = atomic_load_explicit(&init_state, memory_order_acquire);
     if (s == ST_ACTIVE) {
         depth = 1;
         return true;

@@ -83,8 +83,11 @@ int guard_fd_path(int fd, char *out, size_t outsz)
     }
     proc_fd_name(fd, name, sizeof name);
     long n = guard_sys(SYS_readlinkat, AT_FDCWD, (long)name, (long)out, (long)outsz - 1, 0, 0);
-    if (n < 0)
+    if (n < 0) {
+        if (errno == ENOENT)    /* no such descriptor: what the kernel says */
+            errno = EBADF;
         return -1;
+    }
     if ((size_t)n >= outsz - 1) {
         errno = ENAMETOOLONG;
         return -1;

@@ -81,6 +81,8 @@ Y
     for f in o2 o3 o4 o5 o6; do assert_file_absent "$T/$f"; done
 }
 
+# (mv also checks that a guarded call made by another library's constructor
+# before ours, libselinux reading /proc/filesystems, leaves the guard on.)
 test_rm_mv_ln_chmod_on_protected_paths_denied() {
     policy <<'Y'
 files:
@@ -284,6 +286,29 @@ test_no_audit_channel_fails_closed() {
           SBX_AGENT_ID=nobody SBX_AGENT_TOKEN=nothing "$CALL" open a 2>&1) || true
     assert_contains "$out" "err EACCES"
     assert_contains "$out" "audit channel is unavailable"
+}
+
+test_soft_kill_makes_guarded_calls_fail_eperm() {
+    policy </dev/null
+    echo data > "$WS/ok.txt"
+    guarded python3 -c '
+import os, time
+print(open("ok.txt").read().strip(), flush=True)
+while not os.path.exists("go"):
+    time.sleep(0.02)
+try:
+    open("ok.txt")
+    print("opened")
+except OSError as e:
+    print("errno", e.errno)
+' > "$T/out" 2>&1 &
+    i=0; while ! grep -q data "$T/out" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    sbx-kill t --soft --reason "test" > /dev/null
+    touch "$WS/go"
+    wait
+    assert_contains "$(cat "$T/out")" "errno 1"
+    r=$(row_with open-read deny '"flags":8')
+    assert_contains "$r" "agent has been killed"
 }
 
 test_no_policy_file_means_no_guard() {
