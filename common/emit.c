@@ -111,14 +111,25 @@ static void atfork_child(void)
 
 int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *agent_token)
 {
-    if (!runtime_dir || !agent_id || !agent_token || !*agent_id || !*agent_token) {
+    char dflt[4096];
+    if (!agent_id || !agent_token || !*agent_id || !*agent_token) {
+        set_error("no agent run id or token in the environment");
         errno = EINVAL;
         return -1;
+    }
+    if (!runtime_dir || !*runtime_dir) {
+        /* NULL: the default ($SBX_RUNTIME_DIR, ...), as every tool finds it. */
+        if (sbx_path_runtime_dir(dflt, sizeof dflt) < 0) {
+            set_error("cannot find the runtime directory");
+            return -1;
+        }
+        runtime_dir = dflt;
     }
     int n = snprintf(cfg.sock_path, sizeof cfg.sock_path, "%s/%s", runtime_dir, SBX_EVENTS_SOCK);
     if (n < 0 || (size_t)n >= sizeof cfg.sock_path ||
         strlcpy(cfg.agent_id, agent_id, sizeof cfg.agent_id) >= sizeof cfg.agent_id ||
         strlcpy(cfg.token, agent_token, sizeof cfg.token) >= sizeof cfg.token) {
+        set_error("runtime directory, run id or token too long");
         errno = ENAMETOOLONG;
         return -1;
     }
