@@ -20,7 +20,6 @@
 #include "daemon.h"
 
 #define KILL_TIMEOUT_MS 5000
-#define KILL_RESEND_MS  1000
 
 static char inbuf[SBX_CTL_MAX + 1];
 static struct sbx_msgbuf outbuf;
@@ -76,7 +75,7 @@ static int append_life(struct daemon *d, enum sbx_op op, enum sbx_decision dec, 
     struct sbx_event_view v;
     if (n == 0 || sbx_event_decode(d->scratch, n, &v) < 0)
         return -1;
-    return daemon_append_view(d, &v, a ? a->name : NULL, a ? a->run_id : NULL, pid, uid);
+    return daemon_append_view(d, &v, a, pid, uid);
 }
 
 static struct agent *running_agent(struct daemon *d, const char *name)
@@ -162,7 +161,7 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
     char reason[512];
     snprintf(reason, sizeof reason, "policy %s sha256 %s; layers %s", pname ? pname : "-",
              psha ? psha : "-", layers ? layers : "-");
-    if (audit_store_agent_start(d->store, &row) < 0 ||
+    if (audit_store_agent_start(d->store, &row, &a->ref) < 0 ||
         append_life(d, SBX_OP_START, SBX_ALLOW, a, a->guard_pid, c->uid, cmd, ws, pname,
                     reason) < 0 ||
         daemon_commit(d, true) < 0) {
@@ -230,7 +229,7 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         return reply_err(c, "event does not encode");
     if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START)
         rings_drain(d, 0, false);
-    if (daemon_append_view(d, &view, c->agent->name, c->agent->run_id, pid, c->uid) < 0 ||
+    if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
         daemon_commit(d, lifecycle(ev.op)) < 0)
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
     reply_ok(c);
@@ -427,9 +426,6 @@ void ctl_tick(struct daemon *d)
         if (now >= a->kill->deadline_ms) {
             kill_target_done(d, a, false, "kill recorded and sent, but its guard did not "
                              "confirm within 5 s");
-        } else if (now - a->cmd_sent_ms >= KILL_RESEND_MS) {
-            a->cmd_sent_ms = now;
-            send_cmd(a, "hard", a->cmd_req);
         }
     }
 }

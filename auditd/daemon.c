@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -64,8 +65,8 @@ int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events)
     return 0;
 }
 
-int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const char *agent,
-                       const char *run_id, int64_t pid, int64_t uid)
+int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
+                       const struct agent *a, int64_t pid, int64_t uid)
 {
     /* SQLite wants NUL-terminated text: copy the strings out of the
      * record.  The buffer is sized for the largest record. */
@@ -83,7 +84,8 @@ int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const c
         off += v->len[i] + 1;
     }
     struct audit_row row = {
-        .ts_ns = (int64_t)v->ts_ns, .agent = agent, .run_id = run_id, .pid = pid, .uid = uid,
+        .ts_ns = (int64_t)v->ts_ns, .agent = a ? a->name : NULL, .run_id = a ? a->run_id : NULL,
+        .agent_ref = a ? a->ref : 0, .pid = pid, .uid = uid,
         .op = sbx_op_name(v->op), .target = s[SBX_EV_TARGET], .target2 = s[SBX_EV_TARGET2],
         .decision = sbx_decision_name(v->decision), .rule = s[SBX_EV_RULE],
         .reason = s[SBX_EV_REASON], .layer = sbx_layer_name(v->layer), .err = v->err,
@@ -117,7 +119,9 @@ int daemon_commit(struct daemon *d, bool durable)
     int64_t head = audit_store_last_id(d->store);
     uint64_t now = daemon_now_ms();
     if (head != d->logged_head && (durable || now - d->last_head_log_ms >= 60000)) {
-        daemon_log("chain head: row %lld", (long long)head);
+        char hex[2 * AUDIT_HASH_LEN + 1];
+        audit_store_last_hash_hex(d->store, hex);
+        daemon_log("chain head: row %lld hash %s", (long long)head, hex);
         d->logged_head = head;
         d->last_head_log_ms = now;
     }
@@ -214,6 +218,11 @@ static void turn(struct daemon *d)
                     rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
                     now - d->batch_started_ms >= BATCH_MS))
         daemon_commit(d, false);
+    if (audit_store_pending(d->store) == 0 &&
+        audit_store_checkpoint(d->store, got == 0 && now - d->last_busy_ms >= 1000) < 0)
+        daemon_log("audit store: %s", audit_store_errmsg(d->store));
+    if (got)
+        d->last_busy_ms = now;
     rings_reap(d);
     ctl_tick(d);
     maybe_prune(d);
@@ -225,7 +234,7 @@ static void turn(struct daemon *d)
         timeout = (int)(d->store_retry_ms - now);
     } else if (got == 0 && audit_store_pending(d->store) == 0) {
         /* Idle: ask producers to wake us, unless one slipped in. */
-        timeout = rings_prepare_sleep(d) ? 0 : 1000;
+        timeout = rings_prepare_sleep(d) ? 0 : now - d->last_busy_ms < 1000 ? 1000 : 10000;
         slept = true;
     }
     /* Pending kills need the tick at least every 100 ms. */
@@ -275,7 +284,46 @@ static void shutdown_all(struct daemon *d)
     if (audit_store_pending(d->store))
         daemon_log("stopping with %zu rows that could not be committed",
                    audit_store_pending(d->store));
-    daemon_log("stopped; chain head row %lld", (long long)audit_store_last_id(d->store));
+    char hex[2 * AUDIT_HASH_LEN + 1];
+    audit_store_last_hash_hex(d->store, hex);
+    daemon_log("stopped; chain head: row %lld hash %s", (long long)audit_store_last_id(d->store),
+               hex);
+}
+
+/* At exit: what is left of the registry (the kernel would reclaim it; this
+ * keeps leak checkers quiet about real leaks). */
+static void free_all(struct daemon *d)
+{
+    while (d->rings) {
+        struct ring *r = d->rings;
+        d->rings = r->next;
+        if (r->hdr)
+            munmap(r->hdr, SBX_RING_BYTES);
+        if (r->sock >= 0)
+            close(r->sock);
+        if (r->efd >= 0)
+            close(r->efd);
+        if (r->pidfd >= 0)
+            close(r->pidfd);
+        free(r);
+    }
+    while (d->conns) {
+        struct conn *c = d->conns;
+        d->conns = c->next;
+        free(c->kill);
+        close(c->fd);
+        free(c);
+    }
+    while (d->agents) {
+        struct agent *a = d->agents;
+        d->agents = a->next;
+        free(a);
+    }
+    if (d->epfd >= 0)
+        close(d->epfd);
+    if (d->sigfd >= 0)
+        close(d->sigfd);
+    free(d);
 }
 
 int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
@@ -335,6 +383,6 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
 out:
     close_listeners(d);
     audit_store_close(d->store);
-    /* Rings, agents and connections die with the process. */
+    free_all(d);
     return rc;
 }

@@ -63,6 +63,7 @@ struct killreq {
 struct agent {
     struct agent *next;
     char name[128], run_id[40], token[72];
+    int64_t ref;                /* agents.id in the store */
     struct conn *guard;         /* NULL once the guard's connection ended */
     bool ended;
     bool soft_killed;
@@ -104,6 +105,7 @@ struct daemon {
     int64_t retain_ns;          /* 0: keep everything */
     uint64_t next_prune_ms;
     uint64_t last_head_log_ms;
+    uint64_t last_busy_ms;      /* last turn that drained something */
     int64_t logged_head;
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
 };
@@ -139,8 +141,8 @@ void rings_set_killed(struct daemon *d, struct agent *a);
 /* Marks every ring gone (shutdown). */
 void rings_mark_gone(struct daemon *d);
 /* Appends one event row from a decoded record. */
-int daemon_append_view(struct daemon *d, const struct sbx_event_view *v, const char *agent,
-                       const char *run_id, int64_t pid, int64_t uid);
+int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
+                       const struct agent *a, int64_t pid, int64_t uid);
 
 /* control.c */
 void ctl_accept(struct daemon *d);

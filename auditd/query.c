@@ -6,7 +6,7 @@
 #include "store_int.h"
 
 #define ROW_COLS "id,ts,agent,run_id,pid,uid,op,target,target2,decision,rule,reason," \
-                 "layer,errno,flags,prev_hash,hash"
+                 "layer,errno,flags,prev_hash,hash,agent_ref"
 
 const char store_row_cols[] = ROW_COLS;
 
@@ -37,6 +37,7 @@ void store_read_row(sqlite3_stmt *q, struct audit_row *r)
         memcpy(r->prev_hash, sqlite3_column_blob(q, 15), AUDIT_HASH_LEN);
     if (sqlite3_column_bytes(q, 16) == AUDIT_HASH_LEN)
         memcpy(r->hash, sqlite3_column_blob(q, 16), AUDIT_HASH_LEN);
+    r->agent_ref = sqlite3_column_int64(q, 17);
 }
 
 int audit_store_query(struct audit_store *st, const struct audit_filter *f,
@@ -47,7 +48,7 @@ int audit_store_query(struct audit_store *st, const struct audit_filter *f,
      * "? IS NULL" short-circuits, so one statement text serves all. */
     static const char inner[] =
         "SELECT " ROW_COLS " FROM events WHERE"
-        " (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR decision = ?2) AND"
+        " (?1 IS NULL OR agent_ref IN (SELECT id FROM agents WHERE name = ?1)) AND (?2 IS NULL OR decision = ?2) AND"
         " (?3 IS NULL OR op = ?3) AND (?4 IS NULL OR ts >= ?4) AND id > ?5";
     char sql[1024];
     if (f->limit > 0)

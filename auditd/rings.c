@@ -258,7 +258,7 @@ static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
                    (int)r->pid);
         return 1;
     }
-    daemon_append_view(d, &v, r->agent->name, r->agent->run_id, r->pid, r->uid);
+    daemon_append_view(d, &v, r->agent, r->pid, r->uid);
     return 1;
 not_ready:
     if (!final)
@@ -276,12 +276,19 @@ size_t rings_drain(struct daemon *d, size_t budget, bool final)
         if (!r->hdr || r->broken)
             continue;
         bool fin = final || r->dead;
-        uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
-        if (head < r->tail || head - r->committed > SBX_RING_SLOTS) {
-            daemon_log("agent %s pid %d: ring counters corrupt; ring abandoned",
-                       r->agent->name, (int)r->pid);
-            r->broken = true;
-            continue;
+        /* While the writers live, the slots' commit words say what is
+         * ready; `head` is left alone, because every read of it steals its
+         * cache line from the producers' next reservation.  A final drain
+         * needs it: it is where skipping over dead writers' slots stops. */
+        uint64_t head = UINT64_MAX;
+        if (fin) {
+            head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
+            if (head < r->tail || head - r->committed > SBX_RING_SLOTS) {
+                daemon_log("agent %s pid %d: ring counters corrupt; ring abandoned",
+                           r->agent->name, (int)r->pid);
+                r->broken = true;
+                continue;
+            }
         }
         size_t n = 0;
         /* Never consume more than a ring's worth past the committed tail:
@@ -368,10 +375,19 @@ bool rings_prepare_sleep(struct daemon *d)
             atomic_store(&r->hdr->sleeping, 1u);
     /* Pairs with the producer's fence after its commit (emit.c). */
     atomic_thread_fence(memory_order_seq_cst);
-    for (struct ring *r = d->rings; r; r = r->next)
-        if (r->hdr && !r->broken &&
-            (atomic_load(&r->hdr->head) != r->tail || r->dead))
+    /* Work is a committed record at our tail.  A reserved but unfinished
+     * one is not: its writer will see `sleeping` after it commits and wake
+     * us (and one whose writer died, say by exec in another thread, must
+     * not keep us spinning until the process exits). */
+    for (struct ring *r = d->rings; r; r = r->next) {
+        if (!r->hdr || r->broken)
+            continue;
+        if (r->dead)
             return true;
+        struct sbx_ring_slot *s = &r->slots[r->tail & MASK];
+        if (atomic_load_explicit(&s->seq, memory_order_acquire) == r->tail + 1)
+            return true;
+    }
     return false;
 }
 

@@ -5,6 +5,7 @@
  * and carries out kills.  Usually started on demand by sbx_ctl_open().
  */
 #include <err.h>
+#include <sqlite3.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,9 @@ int main(int argc, char **argv)
             usage();
         }
     }
+    /* One thread, so no allocation statistics (they take a mutex on every
+     * malloc inside SQLite). */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     umask(077);
     char rundir[4096], db[4096], pidpath[4096];
     if (sbx_path_runtime_dir(rundir, sizeof rundir) < 0 ||

@@ -43,6 +43,8 @@ struct audit_row {
     int64_t err;
     int64_t flags;
     unsigned char prev_hash[AUDIT_HASH_LEN], hash[AUDIT_HASH_LEN];
+    int64_t agent_ref;          /* agents.id of AGENT, 0 if none; indexed,
+                                 * not hashed (derived from agent/run_id) */
 };
 
 /* One agents row (what sbx-guard registered). */
@@ -70,8 +72,10 @@ const char *audit_store_head_path(const struct audit_store *st);
  * commit; a failed batch is rolled back with audit_store_rollback and may be
  * appended again.  0 / -1. */
 int audit_store_append(struct audit_store *st, struct audit_row *row);
-/* Agent lifecycle, inside the open batch. */
-int audit_store_agent_start(struct audit_store *st, const struct audit_agent *a);
+/* Agent lifecycle, inside the open batch.  Start fills *AGENT_REF, the
+ * value for the agent's rows' agent_ref. */
+int audit_store_agent_start(struct audit_store *st, const struct audit_agent *a,
+                            int64_t *agent_ref);
 int audit_store_agent_end(struct audit_store *st, const char *run_id, int64_t ended_ns,
                           int status, const char *detail);
 int audit_store_agent_killed(struct audit_store *st, const char *run_id, const char *by,
@@ -83,8 +87,13 @@ size_t audit_store_pending(const struct audit_store *st);
  * returns.  On failure the batch is rolled back and -1 returned. */
 int audit_store_commit(struct audit_store *st, bool durable);
 void audit_store_rollback(struct audit_store *st);
+/* Copies the WAL back into the database: when IDLE, whatever is there;
+ * otherwise only once the WAL passed 64 MiB.  Call between batches. 0/-1. */
+int audit_store_checkpoint(struct audit_store *st, bool idle);
 /* Last committed row id and hash. */
 int64_t audit_store_last_id(const struct audit_store *st);
+/* Its hash in hex (65 bytes with the NUL). */
+void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_HASH_LEN + 1]);
 
 /* Deletes the events older than BEFORE_NS that form a prefix of the chain,
  * recording the last deleted row's id and hash in `meta` so that verify
@@ -101,7 +110,8 @@ struct audit_verify {
  * be done (see RES->ok), -1 on a read error (ERR). */
 int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *err, size_t errsz);
 
-/* Query filters; zero / NULL fields do not filter. */
+/* Query filters; zero / NULL fields do not filter.  AGENT matches rows
+ * whose agent_ref is an agents row of that name. */
 struct audit_filter {
     const char *agent;
     const char *decision;

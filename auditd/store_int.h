@@ -19,7 +19,7 @@ struct audit_store {
     unsigned char last_hash[AUDIT_HASH_LEN];
     int64_t t_id;                           /* end inside the open batch */
     unsigned char t_hash[AUDIT_HASH_LEN];
-    unsigned char *canon;
+    int wal_pages;                          /* WAL size after the last commit */
     char errmsg[512];
 };
 

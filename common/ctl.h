@@ -128,8 +128,8 @@ enum { SBX_CMD_KILL_HARD = 1, SBX_CMD_KILL_SOFT = 2 };
 /* Commands pushed by the daemon to a registered guard's fd.  Poll FD for
  * POLLIN, and also call sbx_ctl_cmd_pending() after any request on FD: a
  * command that arrived while a request waited for its reply is kept aside
- * (the daemon also re-sends an unconfirmed hard kill every second; repeats
- * of one req_id are delivered once). */
+ * there, and poll() does not see it.  The daemon sends each command once
+ * and gives the guard 5 s to confirm a hard kill. */
 struct sbx_ctl_cmd {
     int kind;                   /* SBX_CMD_KILL_HARD, SBX_CMD_KILL_SOFT */
     char by[64];

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -110,14 +111,25 @@ static void atfork_child(void)
 
 int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *agent_token)
 {
-    if (!runtime_dir || !agent_id || !agent_token || !*agent_id || !*agent_token) {
+    char dflt[4096];
+    if (!agent_id || !agent_token || !*agent_id || !*agent_token) {
+        set_error("no agent run id or token in the environment");
         errno = EINVAL;
         return -1;
+    }
+    if (!runtime_dir || !*runtime_dir) {
+        /* NULL: the default ($SBX_RUNTIME_DIR, ...), as every tool finds it. */
+        if (sbx_path_runtime_dir(dflt, sizeof dflt) < 0) {
+            set_error("cannot find the runtime directory");
+            return -1;
+        }
+        runtime_dir = dflt;
     }
     int n = snprintf(cfg.sock_path, sizeof cfg.sock_path, "%s/%s", runtime_dir, SBX_EVENTS_SOCK);
     if (n < 0 || (size_t)n >= sizeof cfg.sock_path ||
         strlcpy(cfg.agent_id, agent_id, sizeof cfg.agent_id) >= sizeof cfg.agent_id ||
         strlcpy(cfg.token, agent_token, sizeof cfg.token) >= sizeof cfg.token) {
+        set_error("runtime directory, run id or token too long");
         errno = ENAMETOOLONG;
         return -1;
     }
@@ -336,6 +348,15 @@ static void wake_daemon(struct emit_proc *p)
     (void)w;    /* EAGAIN: the counter is already non-zero, it will wake */
 }
 
+/* True when the daemon that holds our ring is gone without saying so (it
+ * crashed): its end of the registration socket hung up.  A system call, so
+ * only asked on the slow path of a full ring. */
+static bool daemon_lost(struct emit_proc *p)
+{
+    struct pollfd pf = { .fd = p->sock, .events = POLLRDHUP };
+    return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
 /* The ring has no room for SPAN slots at H: wait for the daemon to free
  * some, boundedly.  0 when there is room, -1 on timeout or a gone daemon. */
 static int wait_space(struct emit_proc *p, uint32_t span)
@@ -355,6 +376,14 @@ static int wait_space(struct emit_proc *p, uint32_t span)
         uint32_t v = atomic_load(&r->space);
         uint64_t h = atomic_load(&r->head);
         int room = h + span - atomic_load(&r->tail) <= SBX_RING_SLOTS;
+        if (!room && daemon_lost(p)) {
+            /* Nobody will drain this ring: fail now rather than after 2 s,
+             * and let the next event try to register with a new daemon. */
+            atomic_fetch_sub(&r->waiters, 1);
+            atomic_store(&r->gone, 1u);
+            set_error("sbx-auditd is gone (its connection hung up)");
+            return -1;
+        }
         if (!room) {
             wake_daemon(p);
             struct timespec ts = { 0, 20000000 };
@@ -370,6 +399,10 @@ static int wait_space(struct emit_proc *p, uint32_t span)
     }
 }
 
+/* glibc's memcpy, called: for these short copies gcc would otherwise inline
+ * `rep movsq`, whose start-up costs more than the copy. */
+static void *(*const volatile copy)(void *, const void *, size_t) = memcpy;
+
 /* Copies LEN bytes of SRC into the record at slot-relative offset *OFF. */
 static void put(struct sbx_ring_slot *slots, uint64_t pos, uint32_t *off,
                 const void *src, uint32_t len)
@@ -381,7 +414,7 @@ static void put(struct sbx_ring_slot *slots, uint64_t pos, uint32_t *off,
         if (n > len)
             n = len;
         struct sbx_ring_slot *sl = &slots[(pos + idx) & (SBX_RING_SLOTS - 1)];
-        memcpy(sl->data + in, s, n);
+        copy(sl->data + in, s, n);
         s += n;
         len -= n;
         *off += n;
@@ -427,6 +460,12 @@ int sbx_emit(const struct sbx_event_desc *ev)
         sl->len = i + 1 < span ? SBX_RING_PAYLOAD : total - i * SBX_RING_PAYLOAD;
         atomic_store_explicit(&sl->seq, pos + i + 1, memory_order_release);
     }
+    /* Start taking ownership of the next slot's first lines now (the daemon
+     * has read them since): the next event's copy then does not wait for
+     * them. */
+    struct sbx_ring_slot *next = &p->slots[(pos + span) & (SBX_RING_SLOTS - 1)];
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch((char *)next + 64, 1, 3);
     /* Pairs with the daemon's fence between setting `sleeping` (or `gone`)
      * and its last look at the ring: either it sees our commit, or we see
      * its flag. */

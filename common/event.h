@@ -45,7 +45,9 @@ struct sbx_event_desc {
 };
 
 /* Agent side.  Called once per process (the preload's constructor) with what
- * sbx-guard handed down; copies the strings.  0, or -1 if arguments are bad. */
+ * sbx-guard handed down; copies the strings.  A NULL or empty RUNTIME_DIR
+ * means the default (sbx_path_runtime_dir).  0, or -1 if arguments are bad
+ * (sbx_emit_error() says which). */
 int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *agent_token);
 
 /* Records one event.  No system call in the common case; safe from any

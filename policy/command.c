@@ -1,6 +1,9 @@
-/* command.c — commands.deny / commands.allow: PCRE2 programs (JIT where
- * the CPU and the process allow it) over the command line, and the script
- * of `sh -c SCRIPT` found through the usual wrappers (policy.h).
+/* command.c — commands.deny / commands.allow: PCRE2 programs over the
+ * command line, and the script of `sh -c SCRIPT` found through the usual
+ * wrappers (policy.h).
+ *
+ * Patterns are interpreted at first and JIT-compiled (a copy, published
+ * atomically) once the process has decided enough command lines.
  *
  * The command line is argv joined by single spaces.  The script of a shell
  * started with -c (also combined flags like -lc, -ec) is matched on its
@@ -32,9 +35,7 @@ int cmd_compile(struct policy *p, enum policy_list l, size_t i, const char *patt
         return -1;
     }
     p->cmds[l][i].re = re;
-    /* JIT can fail (no executable memory, an unsupported CPU): the
-     * interpreter gives the same answers, only slower. */
-    p->cmds[l][i].jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    atomic_init(&p->cmds[l][i].jitted, NULL);
     return 0;
 }
 
@@ -45,17 +46,59 @@ void cmd_free_all(struct policy *p)
         enum policy_list l = lists[k];
         if (p->cmds[l] == NULL)
             continue;
-        for (size_t i = 0; i < p->n_rules[l]; i++)
+        for (size_t i = 0; i < p->n_rules[l]; i++) {
             pcre2_code_free(p->cmds[l][i].re);
+            pcre2_code_free(atomic_load(&p->cmds[l][i].jitted));
+        }
     }
+}
+
+/*
+ * JIT compiling costs ~30 us a pattern and saves a microsecond or two a
+ * match: worth it in a process that decides many command lines (the
+ * supervisor, a shell, make), a loss in one that execs once or never -- and
+ * every process the guard starts loads the policy.  So patterns are
+ * interpreted until this many decisions, then compiled once.
+ */
+#define CMD_JIT_AFTER 32
+
+static void jit_compile_all(struct policy *p)
+{
+    static const enum policy_list lists[] = { POLICY_CMD_DENY, POLICY_CMD_ALLOW };
+    for (size_t k = 0; k < 2; k++) {
+        enum policy_list l = lists[k];
+        for (size_t i = 0; i < p->n_rules[l]; i++) {
+            /* a copy, so that RE is never changed under a concurrent match */
+            pcre2_code *c = pcre2_code_copy(p->cmds[l][i].re);
+            if (c == NULL)
+                continue;
+            /* JIT can fail (no executable memory, an unsupported CPU): the
+             * interpreter gives the same answers, only slower */
+            if (pcre2_jit_compile(c, PCRE2_JIT_COMPLETE) != 0) {
+                pcre2_code_free(c);
+                continue;
+            }
+            atomic_store_explicit(&p->cmds[l][i].jitted, c, memory_order_release);
+        }
+    }
+}
+
+/* Counts a decision; the one that reaches CMD_JIT_AFTER compiles.  The
+ * policy is const to callers: this is a cache, not a change of meaning. */
+static void count_decision(const struct policy *p)
+{
+    struct policy *mp = (struct policy *)p;
+    if (atomic_fetch_add_explicit(&mp->cmd_decisions, 1, memory_order_relaxed) + 1 == CMD_JIT_AFTER)
+        jit_compile_all(mp);
 }
 
 /* 1 match, 0 no match, -1 the matcher failed (resource limit): the caller
  * treats a failure as a match of a deny rule and as no match of an allow. */
 static int re_match(const struct cmd_match *c, pcre2_match_data *md, const char *s, size_t n)
 {
-    int rc = c->jit ? pcre2_jit_match(c->re, (PCRE2_SPTR)s, n, 0, 0, md, NULL)
-                    : pcre2_match(c->re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+    pcre2_code *j = atomic_load_explicit((_Atomic(pcre2_code *) *)&c->jitted, memory_order_acquire);
+    int rc = j != NULL ? pcre2_jit_match(j, (PCRE2_SPTR)s, n, 0, 0, md, NULL)
+                       : pcre2_match(c->re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
     if (rc >= 0)
         return 1;
     return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
@@ -196,6 +239,7 @@ static enum sbx_decision decide_line(const struct policy *p, const char *line,
     if (p->n_rules[POLICY_CMD_DENY] == 0 && p->n_rules[POLICY_CMD_ALLOW] == 0)
         return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_ALLOW,
                                   "no command rules", false);
+    count_decision(p);
     md = pcre2_match_data_create(1, NULL);
     if (md == NULL)
         return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -93,9 +94,14 @@ const char *net_parse(struct arena *a, const char *text, struct policy_rule *r,
 
 /* ---- the compiled policy --------------------------------------------------- */
 
+/* A command pattern.  RE is compiled at load (which checks the pattern)
+ * and matched by the interpreter; JITTED, a JIT-compiled copy, is made
+ * once the process has decided CMD_JIT_AFTER command lines (see
+ * command.c) and then used instead.  Published with release/acquire, so
+ * matching needs no lock. */
 struct cmd_match {
     pcre2_code *re;
-    bool jit;
+    _Atomic(pcre2_code *) jitted;
 };
 
 struct policy {
@@ -114,6 +120,7 @@ struct policy {
     struct policy_rule read_only_rule;
     struct policy_rule net_other_rule;  /* families the network rules do not govern */
     struct policy_rule cmd_default_rule;/* no command rule: allowed */
+    atomic_uint cmd_decisions;          /* command lines decided so far */
 };
 
 /* decide.c: fills V for RULE and the decision the policy makes. */
@@ -155,6 +162,9 @@ struct load_src {
     yaml_node_t *key[LF__COUNT];    /* the key node, for "missing value" marks */
 };
 
+/* Distinct glob roots remembered per load; the default policy has ~60. */
+#define LOAD_MEMO_MAX 128
+
 struct loader {
     struct policy *p;
     struct policy_diag *diag;
@@ -162,6 +172,8 @@ struct loader {
     const char *home;               /* NULL: none known */
     size_t pos[POLICY_DIAG_MAX];    /* line << 20 | col of each kept message,
                                      * to show them in file order */
+    struct { const char *in, *out; } memo[LOAD_MEMO_MAX];  /* resolved roots */
+    unsigned nmemo;
 };
 
 /* Edit distance of two short names (for "did you mean"). */

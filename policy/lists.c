@@ -8,16 +8,64 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <bsd/string.h>
 
 /* ---- globs ---------------------------------------------------------------- */
 
+/* policy_path_resolve("/", IN), remembered for this load and built from
+ * the resolved parent, so each directory is looked at once per load: most
+ * globs share a few roots (the workspace, the home, /usr), and every
+ * process the guard starts loads the policy. */
+static int resolve_memo(struct loader *ld, const char *in, char *out, size_t outsz)
+{
+    const char *ws = ld->p->info.workspace;
+    char parent[PATH_MAX];
+    struct stat st;
+
+    if (strcmp(in, "/") == 0 || (ws != NULL && strcmp(in, ws) == 0))  /* resolved already */
+        return strlcpy(out, in, outsz) < outsz ? 0 : -1;
+    for (unsigned i = 0; i < ld->nmemo; i++)
+        if (strcmp(ld->memo[i].in, in) == 0)
+            return strlcpy(out, ld->memo[i].out, outsz) < outsz ? 0 : -1;
+    const char *slash = strrchr(in, '/');
+    size_t pl = slash ? (size_t)(slash - in) : 0;
+    if (slash == NULL || pl >= sizeof(parent) || strcmp(slash, "/.") == 0 || strcmp(slash, "/..") == 0)
+        return policy_path_resolve("/", in, false, out, outsz);
+    memcpy(parent, in, pl);
+    parent[pl] = '\0';
+    if (pl == 0)
+        strlcpy(parent, "/", sizeof(parent));
+    if (resolve_memo(ld, parent, out, outsz) < 0)
+        return -1;
+    size_t ol = strlen(out);
+    if ((size_t)snprintf(out + ol, outsz - ol, "%s%s", ol > 1 ? "/" : "", slash + 1) >= outsz - ol)
+        return -1;
+    /* a symlink (or /proc/self): the full walk knows the rules */
+    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char tmp[PATH_MAX];
+        if (strlcpy(tmp, out, sizeof(tmp)) >= sizeof(tmp) ||
+            policy_path_resolve("/", tmp, false, out, outsz) < 0)
+            return -1;
+    }
+    if (ld->nmemo < LOAD_MEMO_MAX) {
+        const char *k = arena_strdup(&ld->p->arena, in), *v = arena_strdup(&ld->p->arena, out);
+        if (k != NULL && v != NULL) {
+            ld->memo[ld->nmemo].in = k;
+            ld->memo[ld->nmemo].out = v;
+            ld->nmemo++;
+        }
+    }
+    return 0;
+}
+
 /* Expands a glob as written (already checked) into an absolute, folded
  * pattern whose leading literal directory is resolved, since the paths it
  * will be compared with are resolved too ("/bin/sh" -> "/usr/bin/sh" on a
- * merged /usr), the same way (policy_path_resolve: /proc/self stays).  A literal naming a symlink also gets ALT, what it points
- * to: the exec path of "/usr/bin/python3" is "/usr/bin/python3.11". */
+ * merged /usr), the same way (policy_path_resolve: /proc/self stays).  A
+ * literal naming a symlink also gets ALT, what it points to: the exec path
+ * of "/usr/bin/python3" is "/usr/bin/python3.11". */
 static const char *expand_glob(struct loader *ld, const char *text, const char **alt)
 {
     char tmp[PATH_MAX], out[PATH_MAX], root[PATH_MAX], real[PATH_MAX];
@@ -47,17 +95,17 @@ static const char *expand_glob(struct loader *ld, const char *text, const char *
         size_t rl = strlen(root);
         if (rl == n) {
             /* a literal: resolve its directory; the whole path becomes ALT */
-            if (policy_path_resolve("/", out, false, real, sizeof(real)) == 0 && strcmp(real, out) != 0)
+            if (resolve_memo(ld, out, real, sizeof(real)) == 0 && strcmp(real, out) != 0)
                 *alt = arena_strdup(&ld->p->arena, real);
             char *slash = strrchr(root, '/');
             if (slash != NULL && slash != root) {
                 *slash = '\0';
-                if (policy_path_resolve("/", root, false, real, sizeof(real)) == 0 &&
+                if (resolve_memo(ld, root, real, sizeof(real)) == 0 &&
                     strcmp(real, root) != 0 &&
                     (size_t)snprintf(tmp, sizeof(tmp), "%s%s", real, out + (slash - root)) < sizeof(tmp))
                     strlcpy(out, tmp, sizeof(out));
             }
-        } else if (policy_path_resolve("/", root, false, real, sizeof(real)) == 0 &&
+        } else if (resolve_memo(ld, root, real, sizeof(real)) == 0 &&
                    strcmp(real, root) != 0 &&
                    (size_t)snprintf(tmp, sizeof(tmp), "%s%s", strcmp(real, "/") ? real : "",
                                     out + rl) < sizeof(tmp)) {

@@ -388,12 +388,20 @@ static struct policy *load_common(const char *name, const char *dir, const char 
     SHA256Data((const uint8_t *)buf, len, p->info.sha256);
 
     parse_src(&ld, &user, buf, len);
-    if (parse_src(&ld, &def, sbx_default_policy_yaml, sbx_default_policy_yaml_len) < 0)
-        goto fail;
     /* after a syntax error nothing more can be said; after a bad key the
      * values can still be checked, so that every mistake is shown at once */
     if (!user.have_doc || yaml_document_get_root_node(&user.doc) == NULL ||
         yaml_document_get_root_node(&user.doc)->type != YAML_MAPPING_NODE)
+        goto fail;
+    /* The default is parsed only when a key is missing: every process the
+     * guard starts loads the policy, and a complete one (the default
+     * itself, most often) then costs one parse, not two. */
+    bool need_default = false;
+    for (int i = 0; i < LF__COUNT; i++)
+        if (leaves[i].inherit && user.slot[i] == NULL)
+            need_default = true;
+    if (need_default &&
+        parse_src(&ld, &def, sbx_default_policy_yaml, sbx_default_policy_yaml_len) < 0)
         goto fail;
     ld.home = find_home(&ld, opt);
     p->info.home = ld.home;

@@ -177,9 +177,11 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
             break;
         }
         link[ln] = '\0';
-        /* In /proc, "pipe:[123]", "socket:[..]", "anon_inode:.." name no
-         * file: the path itself is the best name of what it opens. */
-        if (link[0] != '/' && strncmp(out, "/proc/", 6) == 0) {
+        /* In /proc, "pipe:[123]", "socket:[..]", "anon_inode:..", and
+         * "/memfd:name (deleted)" name no file: the path itself is the best
+         * name of what it opens. */
+        if (strncmp(out, "/proc/", 6) == 0 &&
+            (link[0] != '/' || strncmp(link, "/memfd:", 7) == 0)) {
             if (fold_into(out, &ol, outsz, after) < 0)
                 return -1;
             break;

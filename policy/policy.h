@@ -89,7 +89,8 @@ struct policy_rule {
     const char *section;        /* "files.read.deny", "commands.deny", ... */
     const char *text;           /* the rule as written */
     const char *pattern;        /* path lists and unix: rules: the absolute glob
-                                 * after "~/" and workspace expansion */
+                                 * after "~/" and workspace expansion, its
+                                 * leading literal directory resolved */
     const char *reason;         /* commands: the rule's `reason`; else NULL */
     const char *file;           /* where it was written ("default.yaml" for
                                  * values taken from the shipped default) */
@@ -178,7 +179,9 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
 int policy_path_expand(const struct policy *p, const char *path, char *out, size_t outsz);
 
 /* Glob semantics of the contract on absolute paths: `*` within a segment,
- * `**` across segments, `?` one character, `[...]` a class. */
+ * `**` across segments (a whole-segment `**` also matches zero segments, and
+ * a trailing one the directory itself), `?` one character, `[...]` a class
+ * (`[!...]`, `[^...]` negate), `\c` the character c (docs/policy.md). */
 bool policy_glob_match(const char *pattern, const char *path);
 
 /* The longest leading directory of an absolute glob without a wildcard:

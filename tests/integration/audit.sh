@@ -28,6 +28,15 @@ test_sigterm_drains_the_rings_and_commits_before_exit() {
     sbx-audit verify
 }
 
+test_after_a_daemon_crash_emits_fail_fast_and_committed_rows_verify() {
+    out=$("$PROGS/emit_storm" --crash c1)
+    # the ring takes what fits (4096 slots), then every event fails at once
+    assert_contains "$out" "after crash: 5904 of 10000 failed"
+    secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
+    python3 -c "import sys; sys.exit(0 if float('$secs') < 2 else 1)" || fail "took $secs s"
+    assert_contains "$(sbx-audit verify)" "ok: 1001 rows, chain intact"
+}
+
 test_query_json_is_one_parsable_object_per_line_and_filters() {
     "$PROGS/emit_storm" j1 1000 1 0 >/dev/null
     "$PROGS/emit_storm" j2 500 1 0 >/dev/null

@@ -12,6 +12,10 @@
  *   emit_storm --term NAME N
  *       registers NAME, emits N events ("term:I"), then SIGTERMs the daemon
  *       (pid file) without syncing and waits for it to exit.
+ *   emit_storm --crash NAME
+ *       registers NAME, emits and syncs 1000 events, SIGKILLs the daemon,
+ *       then emits 10000 more: prints how many failed and how long it took
+ *       (a ring nobody drains must fail fast, not after 2 s per event).
  *   emit_storm --guard NAME
  *       registers NAME, prints "ready RUN_ID", waits for one command and
  *       prints "cmd hard|soft by=.. reason=.." then confirms it and exits.
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -115,6 +120,40 @@ static int guard_mode(const char *name)
     return 0;
 }
 
+static int daemon_pid(void)
+{
+    char pf[4096];
+    sbx_path_runtime_file(SBX_PID_FILE, pf, sizeof pf);
+    FILE *fp = fopen(pf, "r");
+    int pid = 0;
+    if (!fp || fscanf(fp, "%d", &pid) != 1)
+        pid = 0;
+    if (fp)
+        fclose(fp);
+    return pid;
+}
+
+static int crash_mode(const char *name)
+{
+    char run_id[64], token[80], err[256];
+    int fd = reg(name, run_id, token);
+    long f = emit_range(0, 1000, "crash");
+    sbx_ctl_sync(fd, NULL, err, sizeof err);
+    int pid = daemon_pid();
+    if (pid <= 0 || f)
+        return 1;
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 200 && kill(pid, 0) == 0; i++)
+        usleep(10000);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    f = emit_range(1, 10000, "after");
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("after crash: %ld of 10000 failed in %.2f s (%s)\n", f,
+           (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9, sbx_emit_error());
+    return 0;
+}
+
 static int term_mode(const char *name, long n)
 {
     char run_id[64], token[80], pf[4096];
@@ -137,6 +176,8 @@ static int term_mode(const char *name, long n)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--crash") == 0)
+        return crash_mode(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--term") == 0)
         return term_mode(argv[2], strtol(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--guard") == 0)

@@ -225,8 +225,9 @@ static void test_emit_fails_cleanly_when_no_daemon_is_reachable(void **state)
 static void test_emit_init_refuses_missing_arguments(void **state)
 {
     (void)state;
-    assert_int_equal(sbx_emit_init(NULL, "a", "b"), -1);
     assert_int_equal(sbx_emit_init("/tmp", "", "b"), -1);
+    assert_non_null(strstr(sbx_emit_error(), "run id or token"));
+    assert_int_equal(sbx_emit_init("/tmp", "a", NULL), -1);
     char longdir[5000];
     memset(longdir, 'd', sizeof longdir - 1);
     longdir[sizeof longdir - 1] = '\0';

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -188,6 +189,30 @@ static void test_path_resolve_keeps_a_pipe_fd_path_as_written(void **state)
     close(fds[1]);
 }
 
+static void test_path_resolve_keeps_a_memfd_fd_path_as_written(void **state)
+{
+    (void)state;
+    char path[BIG], out[BIG];
+    int fd = memfd_create("sbx-test", 0);
+    assert_true(fd >= 0);
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    assert_int_equal(policy_path_resolve("/", path, false, out, sizeof(out)), 0);
+    assert_string_equal(out, path);
+    close(fd);
+}
+
+static void test_path_resolve_follows_proc_self_root_and_cwd(void **state)
+{
+    (void)state;
+    char out[BIG], want[BIG + 16], cwd[PATH_MAX];
+    assert_int_equal(policy_path_resolve("/", "/proc/self/root/etc/hostname", false, out, sizeof(out)), 0);
+    assert_string_equal(out, "/etc/hostname");
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(policy_path_resolve("/", "/proc/self/cwd/x/../.env", false, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "%s/.env", strcmp(cwd, "/") ? cwd : "");
+    assert_string_equal(out, want);
+}
+
 static void test_path_expand_uses_home_and_workspace(void **state)
 {
     (void)state;
@@ -220,6 +245,8 @@ int main(void)
         cmocka_unit_test(test_path_resolve_keeps_proc_self_literally),
         cmocka_unit_test(test_path_resolve_follows_proc_self_fd_to_its_file),
         cmocka_unit_test(test_path_resolve_keeps_a_pipe_fd_path_as_written),
+        cmocka_unit_test(test_path_resolve_keeps_a_memfd_fd_path_as_written),
+        cmocka_unit_test(test_path_resolve_follows_proc_self_root_and_cwd),
         cmocka_unit_test(test_path_expand_uses_home_and_workspace),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

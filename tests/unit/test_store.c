@@ -12,6 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sha2.h>
+
+#include "sha256.h"
 #include "store.h"
 
 static char path[4096];
@@ -33,6 +36,15 @@ static const char *ops[] = { "open-read", "open-write", "exec" };
 /* N rows: agent alternates, every 3rd is a deny, op cycles; ts = 1000+i s. */
 static void fill(struct audit_store *st, int n)
 {
+    int64_t ref[2];
+    static int fills;
+    fills++;
+    for (int k = 0; k < 2; k++) {
+        char run[32];
+        snprintf(run, sizeof run, "r%d-%d", fills, k);
+        struct audit_agent a = { .name = agents[k], .run_id = run };
+        assert_int_equal(audit_store_agent_start(st, &a, &ref[k]), 0);
+    }
     for (int i = 0; i < n; i++) {
         char target[64];
         snprintf(target, sizeof target, "/ws/file%d", i);
@@ -41,10 +53,10 @@ static void fill(struct audit_store *st, int n)
             .run_id = i % 2 ? "r2" : "r1", .pid = 100 + i % 2, .uid = 1000, .op = ops[i % 3],
             .target = target, .target2 = i == 4 ? "/ws/dest" : NULL,
             .decision = i % 3 == 0 ? "deny" : "allow", .rule = "rule", .reason = "why",
-            .layer = "guard", .err = i % 3 == 0 ? 13 : 0, .flags = 0,
+            .layer = "guard", .err = i % 3 == 0 ? 13 : 0, .flags = 0, .agent_ref = ref[i % 2],
         };
         assert_int_equal(audit_store_append(st, &r), 0);
-        assert_int_equal(r.id, audit_store_last_id(st) + (int64_t)audit_store_pending(st));
+        assert_int_equal(r.id, audit_store_last_id(st) + (int64_t)audit_store_pending(st) - 2);
     }
     assert_int_equal(audit_store_commit(st, true), 0);
 }
@@ -275,9 +287,27 @@ static void test_a_missing_store_is_a_clear_error_when_read_only(void **state)
     assert_non_null(strstr(err, "no audit store at /nonexistent/x/audit.db"));
 }
 
+static void test_the_chain_s_sha256_matches_libmd_on_every_length(void **state)
+{
+    (void)state;
+    unsigned char buf[700], a[32], b[32];
+    srand(11);
+    for (size_t n = 0; n < sizeof buf; n++) {
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)rand();
+        SHA2_CTX c;
+        SHA256Init(&c);
+        SHA256Update(&c, buf, n);
+        SHA256Final(a, &c);
+        audit_sha256(buf, n, b);
+        assert_memory_equal(a, b, 32);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_chain_s_sha256_matches_libmd_on_every_length),
         cmocka_unit_test(test_rows_are_stored_with_increasing_ids),
         cmocka_unit_test(test_query_filters_by_agent_decision_op_since_and_limit),
         cmocka_unit_test(test_an_intact_chain_verifies),

@@ -1,0 +1,230 @@
+/*
+ * decide.c — from a policy verdict to what the call does, and the audit
+ * event that says so.  Every decision is recorded, allowed ones too.
+ *
+ * The order is fixed: soft kill (EPERM) before the policy's answer, the
+ * event before the call goes on (a call whose event could not be recorded
+ * fails closed with EACCES), the notice last.  Nothing here allocates.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+
+void sbuf_init(struct sbuf *s, char *buf, size_t size)
+{
+    s->buf = buf;
+    s->size = size;
+    s->len = 0;
+    s->cut = false;
+    if (size)
+        buf[0] = '\0';
+}
+
+void sbuf_addn(struct sbuf *s, const char *str, size_t n)
+{
+    if (!s->size)
+        return;
+    size_t room = s->size - 1 - s->len;
+    if (n > room) {
+        n = room;
+        s->cut = true;
+    }
+    memcpy(s->buf + s->len, str, n);
+    s->len += n;
+    s->buf[s->len] = '\0';
+}
+
+void sbuf_add(struct sbuf *s, const char *str)
+{
+    if (str)
+        sbuf_addn(s, str, strlen(str));
+}
+
+void sbuf_add_uint(struct sbuf *s, unsigned long v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    sbuf_addn(s, tmp + i, sizeof tmp - i);
+}
+
+bool guard_broken(enum sbx_op op, const char *target, struct guard_verdict *gv)
+{
+    if (guard_policy)
+        return false;
+    gv->op = op;
+    gv->target = target;
+    gv->v.decision = SBX_DENY;
+    gv->v.audit = false;
+    gv->v.rule = NULL;
+    gv->v.reason = "the policy could not be loaded in this process";
+    return true;
+}
+
+enum sbx_decision guard_decide_path(enum sbx_op op, const char *path,
+                                    bool also_read, struct guard_verdict *gv)
+{
+    if (guard_broken(op, path, gv))
+        return SBX_DENY;
+    gv->op = op;
+    gv->target = path;
+    enum sbx_decision d = policy_decide_path(guard_policy, op, path, &gv->v);
+    if (also_read && d == SBX_ALLOW && !gv->v.audit) {
+        struct policy_verdict rv;
+        if (policy_decide_path(guard_policy, SBX_OP_OPEN_READ, path, &rv) == SBX_DENY ||
+            rv.audit) {
+            gv->v = rv;
+            gv->op = SBX_OP_OPEN_READ;
+            d = rv.decision;
+        }
+    }
+    return d;
+}
+
+/* Every rule's policy_rule_format() text, made once at initialization:
+ * snprintf on each allowed open was a third of the guard's cost, and is
+ * not async-signal-safe.  Indexed by the rule's position in its list. */
+static struct {
+    const struct policy_rule *rules;
+    size_t n;
+    char **text;
+} rule_text[POLICY_LIST__COUNT];
+
+void guard_rules_prepare(void)
+{
+    for (int l = 0; l < POLICY_LIST__COUNT; l++) {
+        const struct policy_rule *r;
+        size_t n = policy_rules(guard_policy, (enum policy_list)l, &r);
+        char **t = n ? calloc(n, sizeof *t) : NULL;
+        if (!t)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            char buf[1024];
+            if (policy_rule_format(&r[i], buf, sizeof buf) == 0)
+                t[i] = strdup(buf);
+        }
+        rule_text[l].rules = r;
+        rule_text[l].n = n;
+        rule_text[l].text = t;
+    }
+}
+
+/* The formatted text of R: from the table, else made now. */
+static const char *rule_string(const struct policy_rule *r, char *buf, size_t size)
+{
+    if (!r)
+        return "";
+    if ((unsigned)r->list < POLICY_LIST__COUNT) {
+        size_t n = rule_text[r->list].n;
+        const struct policy_rule *base = rule_text[r->list].rules;
+        if (n && r >= base && r < base + n && rule_text[r->list].text[r - base])
+            return rule_text[r->list].text[r - base];
+    }
+    /* Implicit rules ("no files.write.allow rule matches") are not in the
+     * lists; the same format as policy_rule_format, without snprintf. */
+    struct sbuf s;
+    sbuf_init(&s, buf, size);
+    sbuf_add(&s, r->section);
+    if (r->line == 0) {
+        sbuf_add(&s, " ");
+        sbuf_add(&s, r->text);
+    } else {
+        sbuf_add(&s, " \"");
+        sbuf_add(&s, r->text);
+        sbuf_add(&s, "\" ");
+        sbuf_add(&s, r->file);
+        sbuf_add(&s, ":");
+        sbuf_add_uint(&s, r->line);
+    }
+    return buf;
+}
+
+static atomic_bool warned_channel;
+
+/* The event could not be recorded: the call fails closed.  Said once, with
+ * the emitter's reason. */
+static int channel_down(void)
+{
+    if (!atomic_load_explicit(&warned_channel, memory_order_relaxed)) {
+        char msg[512];
+        struct sbuf s;
+        sbuf_init(&s, msg, sizeof msg - 1);
+        sbuf_add(&s, "sbx: the audit channel is unavailable (");
+        const char *why = sbx_emit_error();
+        sbuf_add(&s, why && *why ? why : "the agent's run id or token is missing");
+        sbuf_add(&s, "); guarded calls are denied, since every decision must be recorded");
+        msg[s.len++] = '\n';
+        msg[s.len] = '\0';
+        guard_warn_once(&warned_channel, msg);
+    }
+    return EACCES;
+}
+
+/* Soft-killed: every guarded call fails with EPERM, and says so. */
+static int record_killed(struct sbx_event_desc *ev)
+{
+    ev->decision = SBX_DENY;
+    ev->flags |= SBX_EVF_KILLED;
+    ev->err = EPERM;
+    ev->rule = NULL;
+    ev->reason = "agent has been killed";
+    if (sbx_emit(ev) < 0)
+        return channel_down();
+    guard_notify_denial(ev->op, ev->target, false, NULL, ev->reason);
+    return EPERM;
+}
+
+int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
+                       const char *target2, int err, const char *reason)
+{
+    struct sbx_event_desc ev = {
+        .op = op, .decision = d, .layer = SBX_LAYER_GUARD, .flags = 0,
+        .err = d == SBX_DENY ? err : 0, .target = target, .target2 = target2,
+        .rule = NULL, .reason = reason,
+    };
+    if (sbx_emit_killed())
+        return record_killed(&ev);
+    if (sbx_emit(&ev) < 0)
+        return channel_down();
+    if (d == SBX_DENY) {
+        guard_notify_denial(op, target, false, NULL, reason);
+        return err;
+    }
+    return 0;
+}
+
+int guard_record(const struct guard_verdict *gv, const char *target2,
+                 uint32_t flags, const char *note)
+{
+    char rulebuf[512], reason[768];
+    struct sbuf r;
+    sbuf_init(&r, reason, sizeof reason);
+    struct sbx_event_desc ev = {
+        .op = gv->op, .decision = gv->v.decision, .layer = SBX_LAYER_GUARD,
+        .flags = flags, .err = 0, .target = gv->target, .target2 = target2,
+        .rule = rule_string(gv->v.rule, rulebuf, sizeof rulebuf), .reason = reason,
+    };
+    if (sbx_emit_killed())
+        return record_killed(&ev);
+    if (gv->v.audit) {
+        ev.flags |= SBX_EVF_AUDIT;
+        sbuf_add(&r, "audit: ");
+    }
+    sbuf_add(&r, gv->v.reason);
+    if (note && *note) {
+        sbuf_add(&r, "; ");
+        sbuf_add(&r, note);
+    }
+    if (ev.decision == SBX_DENY)
+        ev.err = EACCES;
+    if (sbx_emit(&ev) < 0)
+        return channel_down();
+    if (ev.decision == SBX_DENY || gv->v.audit)
+        guard_notify_denial(gv->op, gv->target, gv->v.audit, gv->v.rule, gv->v.reason);
+    return ev.decision == SBX_DENY ? EACCES : 0;
+}

@@ -1,0 +1,286 @@
+/*
+ * init.c — once per process: read what sbx-guard handed down, load the
+ * policy, start the emitter.  And the per-thread "inside the guard" flag.
+ *
+ * Two phases, because loading the policy (YAML, globs, PCRE2 JIT) costs
+ * about a millisecond and many processes of an agent (true, echo, test,
+ * the shell's helpers) never make a guarded call:
+ *   1. the constructor copies the SBX_* environment (before main can
+ *      change it) and nothing else;
+ *   2. the first guarded call loads the policy and starts the emitter.
+ * State machine (one atomic int, no lock, so nothing is held across fork):
+ *   UNINIT -> CAPTURE -> PASS | CAPTURED -> LOAD -> ACTIVE
+ * PASS: no SBX_POLICY_FILE, this process is not a guarded agent; every call
+ * goes straight to libc.  ACTIVE: guarded; if the policy failed to load,
+ * guard_policy is NULL and every guarded call is denied (fail closed).
+ * A thread that arrives while another one is in CAPTURE or LOAD waits; a
+ * child forked meanwhile (the working thread is not in the child) starts
+ * that phase over.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "guard.h"
+#include "paths.h"
+
+enum { ST_UNINIT, ST_CAPTURE, ST_PASS, ST_CAPTURED, ST_LOAD, ST_ACTIVE };
+
+static _Atomic int init_state = ST_UNINIT;
+static _Atomic int owner_pid;     /* the process running CAPTURE or LOAD */
+
+/* initial-exec: reading the flag must not call __tls_get_addr (which may
+ * allocate) on the hot path.  The library is loaded at start-up through
+ * LD_PRELOAD, so static TLS is always available. */
+static __thread int depth __attribute__((tls_model("initial-exec")));
+
+struct guard_env guard_envs[GENV__COUNT] = {
+    [GENV_POLICY] = {SBX_ENV_POLICY, NULL, NULL},
+    [GENV_ORIGIN] = {SBX_ENV_POLICY_NAME, NULL, NULL},
+    [GENV_WORKSPACE] = {SBX_ENV_WORKSPACE, NULL, NULL},
+    [GENV_RUNTIME] = {SBX_ENV_RUNTIME_DIR, NULL, NULL},
+    [GENV_AUDIT_DB] = {SBX_ENV_AUDIT_DB, NULL, NULL},
+    [GENV_AGENT] = {SBX_ENV_AGENT, NULL, NULL},
+    [GENV_AGENT_ID] = {SBX_ENV_AGENT_ID, NULL, NULL},
+    [GENV_TOKEN] = {SBX_ENV_AGENT_TOKEN, NULL, NULL},
+    [GENV_NOTIFY] = {SBX_ENV_NOTIFY, NULL, NULL},
+    [GENV_PRELOAD] = {SBX_ENV_PRELOAD, NULL, NULL},
+};
+const char *guard_preload_path;
+const char *guard_ld_preload_entry;
+const struct policy *guard_policy;
+uint64_t guard_max_write;
+bool guard_notify;
+
+/* The protect list handed to the policy: the runtime directory (sockets),
+ * the audit store's directory and the policy copy itself (a root agent
+ * could otherwise rewrite the policy its next child loads). */
+static char protect_runtime[GUARD_PATH_MAX];
+static char protect_db_dir[GUARD_PATH_MAX];
+static const char *protect_list[4];
+
+bool guard_inside(void)
+{
+    return depth > 0;
+}
+
+void guard_depth_add(int d)
+{
+    depth += d;
+}
+
+void guard_leave(void)
+{
+    depth--;
+}
+
+static char *dup_entry(const char *name, const char *value)
+{
+    size_t n = strlen(name) + 1 + strlen(value) + 1;
+    char *e = malloc(n);
+    if (!e)
+        return NULL;
+    strlcpy(e, name, n);
+    strlcat(e, "=", n);
+    strlcat(e, value, n);
+    return e;
+}
+
+static void capture_env(void)
+{
+    for (int i = 0; i < GENV__COUNT; i++) {
+        const char *v = getenv(guard_envs[i].name);
+        if (!v)
+            continue;
+        guard_envs[i].value = strdup(v);
+        guard_envs[i].entry = dup_entry(guard_envs[i].name, v);
+        if (!guard_envs[i].value || !guard_envs[i].entry) {
+            free(guard_envs[i].value);
+            free(guard_envs[i].entry);
+            guard_envs[i].value = guard_envs[i].entry = NULL;
+        }
+    }
+}
+
+/* Our own file name: what sbx-guard said, else what the loader loaded. */
+static void find_self(void)
+{
+    const char *p = guard_envs[GENV_PRELOAD].value;
+    Dl_info info;
+    if (!p && dladdr((void *)find_self, &info) && info.dli_fname && info.dli_fname[0] == '/')
+        p = strdup(info.dli_fname);
+    guard_preload_path = p;
+    if (p)
+        guard_ld_preload_entry = dup_entry("LD_PRELOAD", p);
+}
+
+static void build_protect(void)
+{
+    size_t n = 0;
+    if (guard_envs[GENV_RUNTIME].value)
+        strlcpy(protect_runtime, guard_envs[GENV_RUNTIME].value, sizeof protect_runtime);
+    else if (sbx_path_runtime_dir(protect_runtime, sizeof protect_runtime) < 0)
+        protect_runtime[0] = '\0';
+    if (protect_runtime[0] == '/')
+        protect_list[n++] = protect_runtime;
+
+    if (guard_envs[GENV_AUDIT_DB].value)
+        strlcpy(protect_db_dir, guard_envs[GENV_AUDIT_DB].value, sizeof protect_db_dir);
+    else if (sbx_path_audit_db(protect_db_dir, sizeof protect_db_dir) < 0)
+        protect_db_dir[0] = '\0';
+    char *slash = strrchr(protect_db_dir, '/');
+    if (slash && slash != protect_db_dir) {
+        *slash = '\0';
+        protect_list[n++] = protect_db_dir;
+    }
+    if (guard_envs[GENV_POLICY].value && guard_envs[GENV_POLICY].value[0] == '/')
+        protect_list[n++] = guard_envs[GENV_POLICY].value;
+    protect_list[n] = NULL;
+}
+
+static void load_policy(void)
+{
+    struct policy_options opt = {
+        .workspace = guard_envs[GENV_WORKSPACE].value,
+        .display_path = guard_envs[GENV_ORIGIN].value,
+        .home = NULL,
+        .protect = protect_list,
+    };
+    /* The diagnostics are large; this runs once, before main. */
+    static struct policy_diag diag;
+    struct policy *p = policy_load(guard_envs[GENV_POLICY].value, &opt, &diag);
+    if (!p) {
+        char msg[POLICY_DIAG_LEN + 160];
+        struct sbuf s;
+        sbuf_init(&s, msg, sizeof msg);
+        sbuf_add(&s, "sbx: the policy could not be loaded in this process (");
+        sbuf_add(&s, diag.count ? diag.msg[0] : "unknown error");
+        sbuf_add(&s, "); every guarded call is denied\n");
+        static atomic_bool once;
+        guard_warn_once(&once, msg);
+        return;
+    }
+    const struct policy_info *info = policy_info(p);
+    guard_max_write = info->max_write_bytes;
+    guard_policy = p;
+    guard_rules_prepare();
+}
+
+/* Phase 1: what sbx-guard handed down, copied before the program runs. */
+static int capture(void)
+{
+    const char *pf = getenv(SBX_ENV_POLICY);
+    if (!pf || !*pf)
+        return ST_PASS;
+    capture_env();
+    find_self();
+    build_protect();
+    guard_notify = guard_envs[GENV_NOTIFY].value &&
+                   strcmp(guard_envs[GENV_NOTIFY].value, "1") == 0;
+    return ST_CAPTURED;
+}
+
+/* Phase 2: at the first guarded call. */
+static int load(void)
+{
+    if (guard_envs[GENV_POLICY].value)
+        load_policy();
+    /* A failure here shows at the first event: sbx_emit then returns -1
+     * and the call fails closed with a message. */
+    (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
+                        guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
+    return ST_ACTIVE;
+}
+
+static int self_pid(void)
+{
+    return (int)guard_raw(SYS_getpid, 0, 0, 0, 0, 0, 0);
+}
+
+/* Runs the phase that starts at state FROM (UNINIT or CAPTURED), or waits
+ * for the thread that runs it.  Returns when the state has moved on. */
+static void run_phase(int s)
+{
+    int busy = s == ST_UNINIT ? ST_CAPTURE : ST_LOAD;
+    int expect = s;
+    if (atomic_compare_exchange_strong(&init_state, &expect, busy)) {
+        atomic_store(&owner_pid, self_pid());
+        int saved = errno;
+        depth = 1;
+        int next = s == ST_UNINIT ? capture() : load();
+        depth = 0;
+        errno = saved;
+        atomic_store_explicit(&init_state, next, memory_order_release);
+    }
+}
+
+static bool enter_slow(int want_load)
+{
+    unsigned spins = 0;
+    for (;;) {
+        int s = atomic_load_explicit(&init_state, memory_order_acquire);
+        switch (s) {
+        case ST_PASS:
+            return false;
+        case ST_ACTIVE:
+            depth = 1;
+            return true;
+        case ST_UNINIT:
+            run_phase(s);
+            continue;
+        case ST_CAPTURED:
+            if (!want_load)
+                return false;
+            run_phase(s);
+            continue;
+        default:
+            break;
+        }
+        /* CAPTURE or LOAD by another thread.  If that thread is our
+         * parent's (we were forked meanwhile), nobody will finish: start
+         * the phase over. */
+        if (atomic_load(&owner_pid) != self_pid()) {
+            int expect = s;
+            atomic_compare_exchange_strong(&init_state, &expect,
+                                           s == ST_CAPTURE ? ST_UNINIT : ST_CAPTURED);
+            continue;
+        }
+        if (++spins < 100) {
+            guard_raw(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+        } else {
+            struct timespec ts = {0, 1000000};
+            guard_raw(SYS_nanosleep, (long)&ts, 0, 0, 0, 0, 0);
+        }
+    }
+}
+
+bool guard_enter(void)
+{
+    if (depth > 0)
+        return false;
+    int s = atomic_load_explicit(&init_state, memory_order_acquire);
+    if (s == ST_ACTIVE) {
+        depth = 1;
+        return true;
+    }
+    if (s == ST_PASS)
+        return false;
+    return enter_slow(1);
+}
+
+/* Phase 1 only: the policy waits for the first guarded call. */
+__attribute__((constructor)) static void guard_ctor(void)
+{
+    /* Another library's constructor may have made a guarded call before
+     * ours ran (libselinux reads /proc/filesystems): then we are ACTIVE
+     * already and entered, and must leave again. */
+    if (depth == 0 && enter_slow(0))
+        guard_leave();
+}
