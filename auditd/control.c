@@ -469,12 +469,9 @@ static void conn_close(struct daemon *d, struct conn *c)
 void ctl_accept(struct daemon *d)
 {
     for (;;) {
-        int fd = accept4(d->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                daemon_log("control.sock: accept: %s", strerror(errno));
+        int fd = daemon_accept(d, d->ctl_listen, "control.sock");
+        if (fd < 0)
             return;
-        }
         struct ucred cr;
         socklen_t len = sizeof cr;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -126,6 +128,30 @@ int daemon_commit(struct daemon *d, bool durable)
         d->last_head_log_ms = now;
     }
     return 0;
+}
+
+int daemon_accept(struct daemon *d, int listen_fd, const char *what)
+{
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0)
+            return fd;
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if ((errno == EMFILE || errno == ENFILE) && d->reserve_fd >= 0) {
+            /* Free the spare, take the connection and drop it, re-arm. */
+            daemon_log("%s: out of file descriptors; dropping a connection", what);
+            close(d->reserve_fd);
+            fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0)
+                close(fd);
+            d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            continue;
+        }
+        if (errno != EAGAIN)
+            daemon_log("%s: accept: %s", what, strerror(errno));
+        return -1;
+    }
 }
 
 static int listen_on(const char *path, mode_t mode, bool passcred)
@@ -323,6 +349,8 @@ static void free_all(struct daemon *d)
         close(d->epfd);
     if (d->sigfd >= 0)
         close(d->sigfd);
+    if (d->reserve_fd >= 0)
+        close(d->reserve_fd);
     free(d);
 }
 
@@ -336,6 +364,14 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
     d->uid = geteuid();
     d->retain_ns = retain_ns;
     d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
+    d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* Every agent process holds a ring socket, an eventfd and a pidfd
+     * here: take all the descriptors we may. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     if ((size_t)snprintf(d->events_path, sizeof d->events_path, "%s/%s", runtime_dir,
                          SBX_EVENTS_SOCK) >= sizeof d->events_path ||
         (size_t)snprintf(d->ctl_path, sizeof d->ctl_path, "%s/%s", runtime_dir,

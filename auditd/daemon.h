@@ -90,6 +90,7 @@ struct conn {
 
 struct daemon {
     int epfd, sigfd, ev_listen, ctl_listen;
+    int reserve_fd;             /* spare descriptor for EMFILE */
     struct ep ep_ev, ep_ctl, ep_sig;
     struct audit_store *store;
     struct ring *rings;
@@ -116,6 +117,10 @@ void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
 int daemon_commit(struct daemon *d, bool durable);
 int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
+/* accept4 on LISTEN (non-blocking, close-on-exec); -1 when there is
+ * nothing (more) to accept.  Out of descriptors, it drops the connection
+ * rather than spin on a listener that stays readable. */
+int daemon_accept(struct daemon *d, int listen_fd, const char *what);
 /* Sets up sockets and the store; runs until SIGTERM.  Exit status. */
 int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
 

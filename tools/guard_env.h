@@ -19,6 +19,7 @@ struct guard_env_vars {
     const char *policy_copy;    /* private copy the preload loads */
     const char *policy_origin;  /* the path the user gave */
     const char *workspace;
+    const char *home;           /* the policy's "~/" */
     const char *runtime_dir;
     const char *audit_db;
     const char *agent, *agent_id, *agent_token;

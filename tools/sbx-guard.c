@@ -587,7 +587,8 @@ int main(int argc, char **argv)
     resolve_loose(policy_path, origin, sizeof origin);
     struct guard_env_vars vars = {
         .preload = preload, .policy_copy = copy, .policy_origin = origin,
-        .workspace = info->workspace, .runtime_dir = rt_abs, .audit_db = db_abs,
+        .workspace = info->workspace, .home = info->home,
+        .runtime_dir = rt_abs, .audit_db = db_abs,
         .agent = name, .agent_id = run_id, .agent_token = token,
         .notify = o.notify < 0 ? isatty(STDERR_FILENO) : o.notify,
     };
@@ -614,7 +615,7 @@ int main(int argc, char **argv)
         policy_rule_format(v.rule, rule, sizeof rule);
         struct sbx_event_desc ev = {
             .op = SBX_OP_EXEC, .decision = SBX_DENY, .layer = SBX_LAYER_SBX,
-            .err = EACCES, .target = cmdline, .target2 = prog_real,
+            .err = EACCES, .target = prog_real, .target2 = cmdline,
             .rule = rule, .reason = v.reason,
         };
         sbx_ctl_event(g.ctl, &ev);

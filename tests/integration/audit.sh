@@ -188,6 +188,20 @@ test_verify_passes_then_names_a_tampered_row() {
     assert_contains "$out" "row 57"
 }
 
+test_retention_prunes_old_rows_and_the_chain_still_verifies() {
+    "$PROGS/emit_storm" old 100 1 0 >/dev/null
+    stop_daemon
+    sleep 1.2
+    sbx-auditd --retain 1s 2>d.log &
+    i=0; until grep -q "pruned" d.log || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    assert_contains "$(cat d.log)" "retention: pruned 102 rows"
+    assert_contains "$(sbx-audit verify)" "ok: 0 rows, chain intact, head matches (row 102)"
+    "$PROGS/emit_storm" new 10 1 0 >/dev/null
+    assert_contains "$(sbx-audit verify)" "ok: 12 rows, chain intact, head matches (row 114)"
+    rc=0; sbx-auditd --retain forever 2>/dev/null || rc=$?
+    assert_eq "$rc" 2 "bad --retain"
+}
+
 test_sbx_audit_usage_and_missing_store() {
     rc=0; sbx-audit query --decision maybe >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
     rc=0; sbx-audit query --op fly >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2

@@ -10,6 +10,10 @@ ISO=${SBX_TEST_ISOLATION:-none}
 
 secret() { echo "SECRET_TOKEN_${1:-x}" > .env; }
 
+# A test program copied into the workspace: the default policy runs programs
+# from the system and from the workspace, not from the build tree.
+prog() { cp "$PROGS/$1" "./$1"; }
+
 # A policy that is the default but lets git write .git/config and hooks
 # (the default protects them, so `git init` belongs before the agent runs).
 git_policy() {
@@ -74,11 +78,14 @@ test_rm_mv_ln_chmod_on_protected_paths_are_denied() {
     expect_row agent=p4 op=chmod decision=deny "target~.git/config"
 }
 
-test_download_piped_into_shell_does_not_run() {
-    rc=0; out=$(guard --isolation "$ISO" --name c1 --policy "$DEFAULT" -- \
-        bash -c 'curl -s http://127.0.0.1:9/x | sh; echo RAN' 2>&1) || rc=$?
-    assert_not_contains "$out" RAN
-    expect_row agent=c1 op=exec decision=deny "rule~commands.deny"
+test_download_piped_into_shell_does_not_run_and_the_caller_goes_on() {
+    # The agent's own command line is clean; the shell it runs tries the
+    # pipe, and the preload refuses that exec inside the agent.
+    printf '%s\n' "bash -c 'curl -s http://127.0.0.1:9/x | sh; touch ran'" 'touch after' > agent.sh
+    guard --isolation "$ISO" --name c1 --policy "$DEFAULT" -- sh agent.sh 2>/dev/null || true
+    assert_file_absent ran
+    assert_file_present after
+    expect_row agent=c1 op=exec decision=deny "rule~commands.deny" "target2~curl"
     # curl never ran, so it never connected.
     rows --agent c1 --op connect > "$T/c.json"
     ! has_row agent=c1 op=connect < "$T/c.json" || fail "curl connected"
@@ -172,8 +179,9 @@ print(s.recv(2).decode())'
 
 test_clearing_the_environment_before_exec_does_not_escape() {
     secret env
+    prog clearenv_exec
     rc=0; out=$(guard --isolation "$ISO" --name e1 --policy "$DEFAULT" -- \
-        "$PROGS/clearenv_exec" /bin/cat .env 2>&1) || rc=$?
+        ./clearenv_exec /bin/cat .env 2>&1) || rc=$?
     [ $rc -ne 0 ] || fail "cat ran"
     assert_not_contains "$out" SECRET_TOKEN
     expect_row agent=e1 op=open-read decision=deny "target~/.env"
@@ -183,7 +191,8 @@ test_clearing_the_environment_before_exec_does_not_escape() {
 
 test_kill_switch_ends_a_forking_sigterm_ignoring_agent_and_records_who_and_why() {
     marker="sbxforker$$"
-    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- "$PROGS/forker" "$marker" 100 > "$T/forker.out" 2>&1 &
+    prog forker
+    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- ./forker "$marker" 100 > "$T/forker.out" 2>&1 &
     g=$!
     i=0
     while ! grep -q ready "$T/forker.out" 2>/dev/null; do
@@ -221,10 +230,11 @@ EOF
 
 test_threads_opening_files_while_forking_never_deadlock() {
     echo data > data.txt
+    prog mt_open_fork
     i=0
     while [ $i -lt 20 ]; do
         rc=0; timeout 20 sbx-guard --no-notify --isolation "$ISO" --name mt$i --policy "$DEFAULT" -- \
-            "$PROGS/mt_open_fork" data.txt 50 || rc=$?
+            ./mt_open_fork data.txt 50 || rc=$?
         [ $rc -eq 0 ] || fail "run $i exited $rc (124 = timed out: deadlock)"
         i=$((i + 1))
     done
@@ -235,7 +245,7 @@ test_exit_status_is_the_agents_and_128_plus_signal() {
     assert_eq $rc 7 "exit status"
     rc=0; guard --isolation "$ISO" --name x2 --policy "$DEFAULT" -- sh -c 'kill -9 $$' || rc=$?
     assert_eq $rc 137 "exit status of a SIGKILLed agent"
-    expect_row agent=x1 op=exit "reason~exited 7"
+    expect_row agent=x1 op=exit "target~exited 7"
     expect_row agent=x1 op=start
 }
 
