@@ -280,6 +280,8 @@ test_unloadable_policy_denies_everything() {
     out=$(guarded "$CALL" open a 2>&1) || true
     assert_contains "$out" "err EACCES"
     assert_contains "$out" "policy could not be loaded"
+    assert_contains "$(row_with policy-error deny '"target":"policy.yaml"')" "version"
+    assert_contains "$(row_with open-read deny "\"target\":\"$WS/a\"")" "could not be loaded"
 }
 
 test_no_audit_channel_fails_closed() {
