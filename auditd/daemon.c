@@ -96,25 +96,38 @@ int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
     if (audit_store_pending(d->store) == 0)
         d->batch_started_ms = daemon_now_ms();
     if (audit_store_append(d->store, &row) < 0) {
-        /* The commit will fail too and rewind the rings; say it once. */
-        daemon_log("audit store: %s", audit_store_errmsg(d->store));
+        daemon_store_failed(d);
         return -1;
     }
     return 0;
 }
 
+void daemon_store_failed(struct daemon *d)
+{
+    uint64_t now = daemon_now_ms();
+    if (now - d->last_fail_log_ms >= 5000 || d->last_fail_log_ms == 0) {
+        daemon_log("AUDIT STORE WRITE FAILED: %s; events stay in the agents' rings "
+                   "and are retried every %d ms (agents block, then fail closed, when "
+                   "their rings fill)", audit_store_errmsg(d->store), RETRY_MS);
+        d->last_fail_log_ms = now;
+    }
+    /* The batch is gone: take its events again from the rings, later. */
+    audit_store_rollback(d->store);
+    rings_rewind(d);
+    d->store_failed = true;
+    d->store_retry_ms = now + RETRY_MS;
+}
+
 int daemon_commit(struct daemon *d, bool durable)
 {
+    if (d->store_failed) {
+        /* Something in this batch failed already (and it was rolled
+         * back): committing now would commit only its remainder. */
+        audit_store_rollback(d->store);
+        return -1;
+    }
     if (audit_store_commit(d->store, durable) < 0) {
-        uint64_t now = daemon_now_ms();
-        if (now - d->last_fail_log_ms >= 5000 || d->last_fail_log_ms == 0) {
-            daemon_log("AUDIT STORE COMMIT FAILED: %s; events stay in the agents' rings "
-                       "and are retried every %d ms (agents block, then fail closed, when "
-                       "their rings fill)", audit_store_errmsg(d->store), RETRY_MS);
-            d->last_fail_log_ms = now;
-        }
-        rings_rewind(d);
-        d->store_retry_ms = now + RETRY_MS;
+        daemon_store_failed(d);
         return -1;
     }
     rings_publish(d);
@@ -237,8 +250,10 @@ static void turn(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
     size_t got = 0;
-    if (now >= d->store_retry_ms)
+    if (now >= d->store_retry_ms) {
+        d->store_failed = false;
         got = rings_drain(d, DRAIN_BUDGET, false);
+    }
     size_t pending = audit_store_pending(d->store);
     if (pending && (got == 0 || pending >= BATCH_ROWS ||
                     rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
@@ -409,6 +424,13 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
         daemon_epoll_add(d, d->ctl_listen, &d->ep_ctl, EPOLLIN) < 0 ||
         daemon_epoll_add(d, d->sigfd, &d->ep_sig, EPOLLIN) < 0)
         goto out;
+    /* Test hook (documented in sbx-auditd(8)): commits fail while this
+     * file exists, to exercise the full-disk path. */
+    const char *fault = getenv("SBX_AUDITD_FAULT_FILE");
+    if (fault && *fault) {
+        audit_store_set_fault_file(d->store, fault);
+        daemon_log("fault injection on: commits fail while %s exists", fault);
+    }
     d->logged_head = audit_store_last_id(d->store);
     daemon_log("serving %s and %s; store %s (chain head row %lld)", d->events_path,
                d->ctl_path, db_path, (long long)d->logged_head);

@@ -100,7 +100,8 @@ struct daemon {
     uid_t uid;
     bool stopping;
     uint64_t batch_started_ms;
-    uint64_t store_retry_ms;    /* after a failed commit: not before this */
+    uint64_t store_retry_ms;    /* after a failed write: not before this */
+    bool store_failed;          /* a write failed since the last retry time */
     uint64_t last_fail_log_ms;
     uint64_t next_req;
     int64_t retain_ns;          /* 0: keep everything */
@@ -115,6 +116,8 @@ struct daemon {
 uint64_t daemon_now_ms(void);
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
+/* A store write failed: roll back, rewind the rings, retry later. */
+void daemon_store_failed(struct daemon *d);
 int daemon_commit(struct daemon *d, bool durable);
 int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
 /* accept4 on LISTEN (non-blocking, close-on-exec); -1 when there is

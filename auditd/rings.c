@@ -286,7 +286,7 @@ garbage:
 size_t rings_drain(struct daemon *d, size_t budget, bool final)
 {
     size_t taken = 0;
-    for (struct ring *r = d->rings; r; r = r->next) {
+    for (struct ring *r = d->rings; r && !d->store_failed; r = r->next) {
         if (!r->hdr || r->broken)
             continue;
         bool fin = final || r->dead;
@@ -307,7 +307,7 @@ size_t rings_drain(struct daemon *d, size_t budget, bool final)
         size_t n = 0;
         /* Never consume more than a ring's worth past the committed tail:
          * those slots are not ours until the commit publishes them. */
-        while (r->tail < head && (!budget || n < budget) &&
+        while (r->tail < head && (!budget || n < budget) && !d->store_failed &&
                r->tail - r->committed < SBX_RING_SLOTS) {
             if (!take_one(d, r, head, fin))
                 break;
