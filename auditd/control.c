@@ -165,6 +165,7 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
         append_life(d, SBX_OP_START, SBX_ALLOW, a, a->guard_pid, c->uid, cmd, ws, pname,
                     reason) < 0 ||
         daemon_commit(d, true) < 0) {
+        daemon_store_failed(d);
         free(a);
         return reply_err(c, "audit store: cannot record the start: %s",
                          audit_store_errmsg(d->store));
@@ -230,8 +231,10 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START)
         rings_drain(d, 0, false);
     if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
-        daemon_commit(d, lifecycle(ev.op)) < 0)
+        daemon_commit(d, lifecycle(ev.op)) < 0) {
+        daemon_store_failed(d);
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
+    }
     reply_ok(c);
 }
 
@@ -243,9 +246,11 @@ static void end_agent(struct daemon *d, struct agent *a, int status, const char 
     rings_drain(d, 0, false);
     if (append_life(d, SBX_OP_EXIT, SBX_ALLOW, a, pid, uid, detail, NULL, NULL, reason) < 0 ||
         audit_store_agent_end(d->store, a->run_id, (int64_t)sbx_now_ns(), status, detail) < 0 ||
-        daemon_commit(d, true) < 0)
+        daemon_commit(d, true) < 0) {
+        daemon_store_failed(d);
         daemon_log("agent %s: cannot record its end: %s", a->name,
                    audit_store_errmsg(d->store));
+    }
     a->ended = true;
     daemon_log("agent %s ended: %s", a->name, detail);
 }
@@ -368,6 +373,7 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
             recorded = false;
     }
     if (!recorded || daemon_commit(d, true) < 0) {
+        daemon_store_failed(d);
         /* Stopping the agent matters more than the record of it: go on,
          * and say so. */
         daemon_log("KILL NOT RECORDED (%s); carrying it out anyway",
@@ -469,12 +475,9 @@ static void conn_close(struct daemon *d, struct conn *c)
 void ctl_accept(struct daemon *d)
 {
     for (;;) {
-        int fd = accept4(d->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                daemon_log("control.sock: accept: %s", strerror(errno));
+        int fd = daemon_accept(d, d->ctl_listen, "control.sock");
+        if (fd < 0)
             return;
-        }
         struct ucred cr;
         socklen_t len = sizeof cr;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -94,25 +96,38 @@ int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
     if (audit_store_pending(d->store) == 0)
         d->batch_started_ms = daemon_now_ms();
     if (audit_store_append(d->store, &row) < 0) {
-        /* The commit will fail too and rewind the rings; say it once. */
-        daemon_log("audit store: %s", audit_store_errmsg(d->store));
+        daemon_store_failed(d);
         return -1;
     }
     return 0;
 }
 
+void daemon_store_failed(struct daemon *d)
+{
+    uint64_t now = daemon_now_ms();
+    if (now - d->last_fail_log_ms >= 5000 || d->last_fail_log_ms == 0) {
+        daemon_log("AUDIT STORE WRITE FAILED: %s; events stay in the agents' rings "
+                   "and are retried every %d ms (agents block, then fail closed, when "
+                   "their rings fill)", audit_store_errmsg(d->store), RETRY_MS);
+        d->last_fail_log_ms = now;
+    }
+    /* The batch is gone: take its events again from the rings, later. */
+    audit_store_rollback(d->store);
+    rings_rewind(d);
+    d->store_failed = true;
+    d->store_retry_ms = now + RETRY_MS;
+}
+
 int daemon_commit(struct daemon *d, bool durable)
 {
+    if (d->store_failed) {
+        /* Something in this batch failed already (and it was rolled
+         * back): committing now would commit only its remainder. */
+        audit_store_rollback(d->store);
+        return -1;
+    }
     if (audit_store_commit(d->store, durable) < 0) {
-        uint64_t now = daemon_now_ms();
-        if (now - d->last_fail_log_ms >= 5000 || d->last_fail_log_ms == 0) {
-            daemon_log("AUDIT STORE COMMIT FAILED: %s; events stay in the agents' rings "
-                       "and are retried every %d ms (agents block, then fail closed, when "
-                       "their rings fill)", audit_store_errmsg(d->store), RETRY_MS);
-            d->last_fail_log_ms = now;
-        }
-        rings_rewind(d);
-        d->store_retry_ms = now + RETRY_MS;
+        daemon_store_failed(d);
         return -1;
     }
     rings_publish(d);
@@ -126,6 +141,30 @@ int daemon_commit(struct daemon *d, bool durable)
         d->last_head_log_ms = now;
     }
     return 0;
+}
+
+int daemon_accept(struct daemon *d, int listen_fd, const char *what)
+{
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0)
+            return fd;
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if ((errno == EMFILE || errno == ENFILE) && d->reserve_fd >= 0) {
+            /* Free the spare, take the connection and drop it, re-arm. */
+            daemon_log("%s: out of file descriptors; dropping a connection", what);
+            close(d->reserve_fd);
+            fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0)
+                close(fd);
+            d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            continue;
+        }
+        if (errno != EAGAIN)
+            daemon_log("%s: accept: %s", what, strerror(errno));
+        return -1;
+    }
 }
 
 static int listen_on(const char *path, mode_t mode, bool passcred)
@@ -211,8 +250,10 @@ static void turn(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
     size_t got = 0;
-    if (now >= d->store_retry_ms)
+    if (now >= d->store_retry_ms) {
+        d->store_failed = false;
         got = rings_drain(d, DRAIN_BUDGET, false);
+    }
     size_t pending = audit_store_pending(d->store);
     if (pending && (got == 0 || pending >= BATCH_ROWS ||
                     rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
@@ -323,6 +364,8 @@ static void free_all(struct daemon *d)
         close(d->epfd);
     if (d->sigfd >= 0)
         close(d->sigfd);
+    if (d->reserve_fd >= 0)
+        close(d->reserve_fd);
     free(d);
 }
 
@@ -336,6 +379,14 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
     d->uid = geteuid();
     d->retain_ns = retain_ns;
     d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
+    d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* Every agent process holds a ring socket, an eventfd and a pidfd
+     * here: take all the descriptors we may. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     if ((size_t)snprintf(d->events_path, sizeof d->events_path, "%s/%s", runtime_dir,
                          SBX_EVENTS_SOCK) >= sizeof d->events_path ||
         (size_t)snprintf(d->ctl_path, sizeof d->ctl_path, "%s/%s", runtime_dir,
@@ -373,6 +424,13 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
         daemon_epoll_add(d, d->ctl_listen, &d->ep_ctl, EPOLLIN) < 0 ||
         daemon_epoll_add(d, d->sigfd, &d->ep_sig, EPOLLIN) < 0)
         goto out;
+    /* Test hook (documented in sbx-auditd(8)): commits fail while this
+     * file exists, to exercise the full-disk path. */
+    const char *fault = getenv("SBX_AUDITD_FAULT_FILE");
+    if (fault && *fault) {
+        audit_store_set_fault_file(d->store, fault);
+        daemon_log("fault injection on: commits fail while %s exists", fault);
+    }
     d->logged_head = audit_store_last_id(d->store);
     daemon_log("serving %s and %s; store %s (chain head row %lld)", d->events_path,
                d->ctl_path, db_path, (long long)d->logged_head);

@@ -90,6 +90,7 @@ struct conn {
 
 struct daemon {
     int epfd, sigfd, ev_listen, ctl_listen;
+    int reserve_fd;             /* spare descriptor for EMFILE */
     struct ep ep_ev, ep_ctl, ep_sig;
     struct audit_store *store;
     struct ring *rings;
@@ -99,7 +100,8 @@ struct daemon {
     uid_t uid;
     bool stopping;
     uint64_t batch_started_ms;
-    uint64_t store_retry_ms;    /* after a failed commit: not before this */
+    uint64_t store_retry_ms;    /* after a failed write: not before this */
+    bool store_failed;          /* a write failed since the last retry time */
     uint64_t last_fail_log_ms;
     uint64_t next_req;
     int64_t retain_ns;          /* 0: keep everything */
@@ -114,8 +116,14 @@ struct daemon {
 uint64_t daemon_now_ms(void);
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
+/* A store write failed: roll back, rewind the rings, retry later. */
+void daemon_store_failed(struct daemon *d);
 int daemon_commit(struct daemon *d, bool durable);
 int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
+/* accept4 on LISTEN (non-blocking, close-on-exec); -1 when there is
+ * nothing (more) to accept.  Out of descriptors, it drops the connection
+ * rather than spin on a listener that stays readable. */
+int daemon_accept(struct daemon *d, int listen_fd, const char *what);
 /* Sets up sockets and the store; runs until SIGTERM.  Exit status. */
 int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
 

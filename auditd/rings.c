@@ -30,12 +30,9 @@
 void rings_accept(struct daemon *d)
 {
     for (;;) {
-        int fd = accept4(d->ev_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                daemon_log("events.sock: accept: %s", strerror(errno));
+        int fd = daemon_accept(d, d->ev_listen, "events.sock");
+        if (fd < 0)
             return;
-        }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
         struct ring *r = calloc(1, sizeof *r);
@@ -79,6 +76,19 @@ static struct agent *agent_by_run_id(struct daemon *d, const char *id)
         if (strcmp(a->run_id, id) == 0)
             return a;
     return NULL;
+}
+
+/* The wake-up descriptor is read whenever epoll says so: it must be an
+ * eventfd (a pipe or socket of the agent's could be made to misbehave). */
+static bool is_eventfd(int fd)
+{
+    char p[64], target[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(p, target, sizeof target - 1);
+    if (n < 0)
+        return false;
+    target[n] = '\0';
+    return strcmp(target, "anon_inode:[eventfd]") == 0;
 }
 
 /* Handles the one registration message.  On failure the ring is marked
@@ -128,6 +138,10 @@ static void ring_register(struct daemon *d, struct ring *r)
         daemon_log("refused a ring from pid %d uid %u: unknown agent id or wrong token",
                    (int)cred.pid, (unsigned)cred.uid);
         why = "error: unknown agent id or wrong token";
+        goto fail;
+    }
+    if (!is_eventfd(fds[1])) {
+        why = "error: the second descriptor is not an eventfd";
         goto fail;
     }
     struct stat sb;
@@ -272,7 +286,7 @@ garbage:
 size_t rings_drain(struct daemon *d, size_t budget, bool final)
 {
     size_t taken = 0;
-    for (struct ring *r = d->rings; r; r = r->next) {
+    for (struct ring *r = d->rings; r && !d->store_failed; r = r->next) {
         if (!r->hdr || r->broken)
             continue;
         bool fin = final || r->dead;
@@ -293,7 +307,7 @@ size_t rings_drain(struct daemon *d, size_t budget, bool final)
         size_t n = 0;
         /* Never consume more than a ring's worth past the committed tail:
          * those slots are not ours until the commit publishes them. */
-        while (r->tail < head && (!budget || n < budget) &&
+        while (r->tail < head && (!budget || n < budget) && !d->store_failed &&
                r->tail - r->committed < SBX_RING_SLOTS) {
             if (!take_one(d, r, head, fin))
                 break;

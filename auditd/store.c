@@ -370,6 +370,15 @@ static int begin(struct audit_store *st)
     return 0;
 }
 
+/* A failed statement ends the whole batch: SQLite may already have rolled
+ * the transaction back by itself (SQLITE_FULL, SQLITE_IOERR), and rows
+ * appended after that would commit one by one, outside the batch. */
+static void fail_batch(struct audit_store *st, const char *what)
+{
+    store_set_err(st, what);
+    audit_store_rollback(st);
+}
+
 static void bind_text(sqlite3_stmt *q, int i, const char *s)
 {
     if (s)
@@ -411,7 +420,7 @@ int audit_store_append(struct audit_store *st, struct audit_row *r)
     int s = sqlite3_step(q);
     sqlite3_reset(q);
     if (s != SQLITE_DONE) {
-        store_set_err(st, "inserting an event");
+        fail_batch(st, "inserting an event");
         return -1;
     }
     st->t_id = r->id;
@@ -426,7 +435,7 @@ static int step_done(struct audit_store *st, sqlite3_stmt *q, const char *what)
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
     if (s != SQLITE_DONE) {
-        store_set_err(st, what);
+        fail_batch(st, what);
         return -1;
     }
     st->pending++;
@@ -485,7 +494,8 @@ void audit_store_rollback(struct audit_store *st)
 {
     if (!st->in_txn)
         return;
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    if (!sqlite3_get_autocommit(st->db))
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     st->in_txn = false;
     st->pending = 0;
     st->t_id = st->last_id;
@@ -528,10 +538,20 @@ fail:
     return -1;
 }
 
+void audit_store_set_fault_file(struct audit_store *st, const char *path)
+{
+    strlcpy(st->fault_file, path ? path : "", sizeof st->fault_file);
+}
+
 int audit_store_commit(struct audit_store *st, bool durable)
 {
     if (!st->in_txn)
         return durable ? write_head(st, true) : 0;
+    if (st->fault_file[0] && access(st->fault_file, F_OK) == 0) {
+        snprintf(st->errmsg, sizeof st->errmsg, "injected fault (%s exists)", "fault file");
+        audit_store_rollback(st);
+        return -1;
+    }
     if (durable)
         sqlite3_exec(st->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
     int s = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);

@@ -69,8 +69,8 @@ const char *audit_store_head_path(const struct audit_store *st);
 
 /* Appends ROW to the open batch (opening one if needed); fills id,
  * prev_hash and hash.  The chain position is only final after a successful
- * commit; a failed batch is rolled back with audit_store_rollback and may be
- * appended again.  0 / -1. */
+ * commit.  On failure (-1) the whole open batch is rolled back, here and in
+ * every function below that writes: the caller must append it again. */
 int audit_store_append(struct audit_store *st, struct audit_row *row);
 /* Agent lifecycle, inside the open batch.  Start fills *AGENT_REF, the
  * value for the agent's rows' agent_ref. */
@@ -87,6 +87,9 @@ size_t audit_store_pending(const struct audit_store *st);
  * returns.  On failure the batch is rolled back and -1 returned. */
 int audit_store_commit(struct audit_store *st, bool durable);
 void audit_store_rollback(struct audit_store *st);
+/* Fault injection for the tests: while the file PATH exists, every commit
+ * fails as a full disk would (NULL or "" turns it off). */
+void audit_store_set_fault_file(struct audit_store *st, const char *path);
 /* Copies the WAL back into the database: when IDLE, whatever is there;
  * otherwise only once the WAL passed 64 MiB.  Call between batches. 0/-1. */
 int audit_store_checkpoint(struct audit_store *st, bool idle);

@@ -19,7 +19,8 @@ struct audit_store {
     unsigned char last_hash[AUDIT_HASH_LEN];
     int64_t t_id;                           /* end inside the open batch */
     unsigned char t_hash[AUDIT_HASH_LEN];
-    int wal_pages;                          /* WAL size after the last commit */
+    int wal_pages;
+    char fault_file[256];                   /* tests: commits fail while it exists */                          /* WAL size after the last commit */
     char errmsg[512];
 };
 

@@ -66,11 +66,58 @@ bool guard_broken(enum sbx_op op, const char *target, struct guard_verdict *gv)
     return true;
 }
 
+/* The last few path decisions of this thread.  A program asks about the
+ * same paths again and again (a config file, /dev/null, the directories an
+ * import system lists); the policy is immutable, so an answer stays right.
+ * Per thread, so no lock; a signal handler that opens a file while this
+ * thread is inside the guard goes straight to libc and never sees it. */
+#define MEMO_SLOTS 4
+#define MEMO_PATH 200           /* longer paths are not remembered */
+struct memo {
+    unsigned char used, op, also_read;
+    unsigned short len;
+    char path[MEMO_PATH];
+    struct guard_verdict gv;    /* gv.target is not used */
+};
+static __thread struct memo memo[MEMO_SLOTS] __attribute__((tls_model("initial-exec")));
+static __thread unsigned memo_next __attribute__((tls_model("initial-exec")));
+
+static enum sbx_decision decide_uncached(enum sbx_op op, const char *path, bool also_read,
+                                         struct guard_verdict *gv);
+
 enum sbx_decision guard_decide_path(enum sbx_op op, const char *path,
                                     bool also_read, struct guard_verdict *gv)
 {
     if (guard_broken(op, path, gv))
         return SBX_DENY;
+    size_t len = strlen(path);
+    if (len < MEMO_PATH) {
+        for (int i = 0; i < MEMO_SLOTS; i++) {
+            struct memo *m = &memo[i];
+            if (m->used && m->op == op && m->also_read == also_read && m->len == len &&
+                memcmp(m->path, path, len) == 0) {
+                *gv = m->gv;
+                gv->target = path;
+                return gv->v.decision;
+            }
+        }
+    }
+    enum sbx_decision d = decide_uncached(op, path, also_read, gv);
+    if (len < MEMO_PATH) {
+        struct memo *m = &memo[memo_next++ % MEMO_SLOTS];
+        m->used = 1;
+        m->op = (unsigned char)op;
+        m->also_read = also_read;
+        m->len = (unsigned short)len;
+        memcpy(m->path, path, len);
+        m->gv = *gv;
+    }
+    return d;
+}
+
+static enum sbx_decision decide_uncached(enum sbx_op op, const char *path, bool also_read,
+                                         struct guard_verdict *gv)
+{
     gv->op = op;
     gv->target = path;
     enum sbx_decision d = policy_decide_path(guard_policy, op, path, &gv->v);

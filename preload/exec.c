@@ -63,6 +63,12 @@ static void join_argv(char *const argv[], char *out, size_t size)
 static int judge_exec(int dirfd, const char *path, char *const argv[], bool restored)
 {
     char res[GUARD_PATH_MAX], cmd[1024];
+    /* Linux takes a NULL argv as an empty one; a NULL path is EFAULT. */
+    char *no_args[] = {NULL};
+    if (!guard_opaque(path))
+        return EFAULT;
+    if (!argv)
+        argv = no_args;
     if (guard_resolve(dirfd, path, false, res, sizeof res) < 0)
         return errno;
     struct guard_verdict gv;

@@ -6,7 +6,7 @@
  * about a millisecond and many processes of an agent (true, echo, test,
  * the shell's helpers) never make a guarded call:
  *   1. the constructor copies the SBX_* environment (before main can
- *      change it) and nothing else;
+ *      change it) and configures the emitter (no daemon contact yet);
  *   2. the first guarded call loads the policy and starts the emitter.
  * State machine (one atomic int, no lock, so nothing is held across fork):
  *   UNINIT -> CAPTURE -> PASS | CAPTURED -> LOAD -> ACTIVE
@@ -19,6 +19,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ enum { ST_UNINIT, ST_CAPTURE, ST_PASS, ST_CAPTURED, ST_LOAD, ST_ACTIVE };
 
 static _Atomic int init_state = ST_UNINIT;
 static _Atomic int owner_pid;     /* the process running CAPTURE or LOAD */
+static _Atomic int owner_tid;     /* and its thread */
 
 /* initial-exec: reading the flag must not call __tls_get_addr (which may
  * allocate) on the hot path.  The library is loaded at start-up through
@@ -153,7 +155,7 @@ static void load_policy(void)
         .home = NULL,
         .protect = protect_list,
     };
-    /* The diagnostics are large; this runs once, before main. */
+    /* The diagnostics are large; this runs once per process. */
     static struct policy_diag diag;
     struct policy *p = policy_load(guard_envs[GENV_POLICY].value, &opt, &diag);
     if (!p) {
@@ -165,12 +167,53 @@ static void load_policy(void)
         sbuf_add(&s, "); every guarded call is denied\n");
         static atomic_bool once;
         guard_warn_once(&once, msg);
+        /* And in the audit trail, best effort (the channel may be what is
+         * missing too). */
+        (void)sbx_emit(&(struct sbx_event_desc){
+            .op = SBX_OP_POLICY_ERROR, .decision = SBX_DENY, .layer = SBX_LAYER_GUARD,
+            .target = guard_envs[GENV_ORIGIN].value ? guard_envs[GENV_ORIGIN].value
+                                                    : guard_envs[GENV_POLICY].value,
+            .reason = diag.count ? diag.msg[0] : "unknown error"});
         return;
     }
     const struct policy_info *info = policy_info(p);
     guard_max_write = info->max_write_bytes;
     guard_policy = p;
     guard_rules_prepare();
+}
+
+static bool enter_slow(int want_load);
+
+static int self_tid(void)
+{
+    return (int)guard_raw(SYS_gettid, 0, 0, 0, 0, 0, 0);
+}
+
+/* fork() loads the policy first, in the parent, if nothing has yet.  A
+ * child would otherwise load it again, and loading allocates and compiles
+ * (PCRE2 JIT takes a lock): in the child of a multithreaded program, whose
+ * other threads are gone and may have held those locks (or the allocator's,
+ * if it is not glibc's), that can hang for good.  It is also cheaper: a
+ * shell that only forks and execs loads the policy once, not once per
+ * command.  If another thread is loading, fork waits for it.
+ * This runs before glibc takes its malloc and stdio locks (only its fork
+ * handler lock is held), and loading takes no lock the forking thread
+ * could hold and registers no fork handler (that was phase 1).  A fork from
+ * the loading thread itself (a signal handler) does not wait for itself. */
+static void fork_prepare(void)
+{
+    for (;;) {
+        int s = atomic_load_explicit(&init_state, memory_order_acquire);
+        if (s == ST_CAPTURED && depth == 0) {
+            if (enter_slow(1))
+                guard_leave();
+            continue;
+        }
+        if ((s != ST_LOAD && s != ST_CAPTURE) || atomic_load(&owner_tid) == self_tid())
+            return;
+        struct timespec ts = {0, 200000};
+        guard_raw(SYS_nanosleep, (long)&ts, 0, 0, 0, 0, 0);
+    }
 }
 
 /* Phase 1: what sbx-guard handed down, copied before the program runs. */
@@ -184,6 +227,14 @@ static int capture(void)
     build_protect();
     guard_notify = guard_envs[GENV_NOTIFY].value &&
                    strcmp(guard_envs[GENV_NOTIFY].value, "1") == 0;
+    /* Cheap (strings copied, one page mapped), and it registers a fork
+     * handler: done here, while the process has one thread, not in
+     * phase 2 (see fork_prepare). */
+    /* A failure here shows at the first event: sbx_emit then returns -1
+     * and the call fails closed with a message. */
+    (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
+                        guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
+    pthread_atfork(fork_prepare, NULL, NULL);
     return ST_CAPTURED;
 }
 
@@ -192,10 +243,6 @@ static int load(void)
 {
     if (guard_envs[GENV_POLICY].value)
         load_policy();
-    /* A failure here shows at the first event: sbx_emit then returns -1
-     * and the call fails closed with a message. */
-    (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
-                        guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
     return ST_ACTIVE;
 }
 
@@ -212,6 +259,7 @@ static void run_phase(int s)
     int expect = s;
     if (atomic_compare_exchange_strong(&init_state, &expect, busy)) {
         atomic_store(&owner_pid, self_pid());
+        atomic_store(&owner_tid, self_tid());
         int saved = errno;
         depth = 1;
         int next = s == ST_UNINIT ? capture() : load();

@@ -188,6 +188,43 @@ test_verify_passes_then_names_a_tampered_row() {
     assert_contains "$out" "row 57"
 }
 
+test_a_failing_store_keeps_events_in_the_rings_and_loses_none() {
+    mkdir -p "$SBX_RUNTIME_DIR"
+    export SBX_AUDITD_FAULT_FILE="$T/disk-full"
+    SBX_AUDITD_FAULT_FILE="$T/disk-full" sbx-auditd 2>d.log &
+    i=0; until [ -S "$SBX_RUNTIME_DIR/control.sock" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    "$PROGS/emit_storm" before 100 1 0 >/dev/null
+    EMIT_STORM_GO="$T/go" "$PROGS/emit_storm" --suicide during 3000 > during.out 2>&1 &
+    ep=$!
+    sleep 0.3
+    touch "$T/disk-full" "$T/go"
+    # the events go into the ring (3000 < 4096 slots) while every commit fails
+    sleep 1.5
+    assert_contains "$(cat d.log)" "AUDIT STORE WRITE FAILED: injected fault"
+    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "select count(*) from events where target like 'suicide:%'")" 0 "rows while failing"
+    rm "$T/disk-full"
+    wait $ep || true
+    assert_contains "$(cat during.out)" "child killed"
+    # the daemon retries every second
+    i=0; until [ "$(sqlite3 "$SBX_AUDIT_DB" "select count(*) from events where target like 'suicide:%'")" = 3000 ] || [ $i -gt 60 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "select count(distinct target) || ' ' || count(*) from events where target like 'suicide:%'")" "3000 3000"
+    assert_contains "$(sbx-audit verify)" "chain intact, head matches"
+}
+
+test_retention_prunes_old_rows_and_the_chain_still_verifies() {
+    "$PROGS/emit_storm" old 100 1 0 >/dev/null
+    stop_daemon
+    sleep 1.2
+    sbx-auditd --retain 1s 2>d.log &
+    i=0; until grep -q "pruned" d.log || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    assert_contains "$(cat d.log)" "retention: pruned 102 rows"
+    assert_contains "$(sbx-audit verify)" "ok: 0 rows, chain intact, head matches (row 102)"
+    "$PROGS/emit_storm" new 10 1 0 >/dev/null
+    assert_contains "$(sbx-audit verify)" "ok: 12 rows, chain intact, head matches (row 114)"
+    rc=0; sbx-auditd --retain forever 2>/dev/null || rc=$?
+    assert_eq "$rc" 2 "bad --retain"
+}
+
 test_sbx_audit_usage_and_missing_store() {
     rc=0; sbx-audit query --decision maybe >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2
     rc=0; sbx-audit query --op fly >/dev/null 2>&1 || rc=$?; assert_eq "$rc" 2

@@ -19,6 +19,7 @@
  *   emit_storm --guard NAME
  *       registers NAME, prints "ready RUN_ID", waits for one command and
  *       prints "cmd hard|soft by=.. reason=.." then confirms it and exits.
+ * EMIT_STORM_GO=FILE in the environment: wait for FILE after registering.
  * Exit 0 when every sbx_emit returned 0.
  */
 #include <pthread.h>
@@ -85,6 +86,10 @@ static int reg(const char *name, char *run_id, char *token)
         fprintf(stderr, "emit_storm: sbx_emit_init failed\n");
         exit(1);
     }
+    /* EMIT_STORM_GO=FILE: registered; wait for FILE before emitting. */
+    const char *go = getenv("EMIT_STORM_GO");
+    for (int i = 0; go && *go && access(go, F_OK) != 0 && i < 1000; i++)
+        usleep(10000);
     return fd;
 }
 
