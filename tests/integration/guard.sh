@@ -194,9 +194,9 @@ print(s.recv(2).decode())'
 
 test_clearing_the_environment_before_exec_does_not_escape() {
     secret env
-    prog clearenv_exec
+    prog agent_clearenv_exec
     rc=0; out=$(guard --isolation "$ISO" --name e1 --policy "$DEFAULT" -- \
-        ./clearenv_exec /bin/cat .env 2>&1) || rc=$?
+        ./agent_clearenv_exec /bin/cat .env 2>&1) || rc=$?
     [ $rc -ne 0 ] || fail "cat ran"
     assert_not_contains "$out" SECRET_TOKEN
     expect_row agent=e1 op=open-read decision=deny "target~/.env"
@@ -206,8 +206,8 @@ test_clearing_the_environment_before_exec_does_not_escape() {
 
 test_kill_switch_ends_a_forking_sigterm_ignoring_agent_and_records_who_and_why() {
     marker="sbxforker$$"
-    prog forker
-    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- ./forker "$marker" 100 > "$T/forker.out" 2>&1 &
+    prog agent_forker
+    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- ./agent_forker "$marker" 100 > "$T/forker.out" 2>&1 &
     g=$!
     i=0
     while ! grep -q ready "$T/forker.out" 2>/dev/null; do
@@ -245,11 +245,11 @@ EOF
 
 test_threads_opening_files_while_forking_never_deadlock() {
     echo data > data.txt
-    prog mt_open_fork
+    prog agent_mt_open_fork
     i=0
     while [ $i -lt 20 ]; do
         rc=0; timeout 20 sbx-guard --no-notify --isolation "$ISO" --name mt$i --policy "$DEFAULT" -- \
-            ./mt_open_fork data.txt 50 || rc=$?
+            ./agent_mt_open_fork data.txt 50 || rc=$?
         [ $rc -eq 0 ] || fail "run $i exited $rc (124 = timed out: deadlock)"
         i=$((i + 1))
     done
