@@ -92,6 +92,21 @@ test_rm_mv_ln_chmod_on_protected_paths_are_denied() {
     expect_row agent=p4 op=chmod decision=deny "target~.git/config"
 }
 
+test_an_agent_changing_home_does_not_unprotect_the_real_home() {
+    mkdir -p "$HOME/.aws" && echo AWS_SECRET_MATERIAL > "$HOME/.aws/credentials"
+    cat > "$T/home.yaml" <<EOF
+version: 1
+name: home-test
+files:
+  read:
+    allow: ["**", "$HOME/**", "/usr/**", "/etc/**"]
+EOF
+    rc=0; out=$(guard --isolation "$ISO" --name h1 --policy "$T/home.yaml" -- \
+        sh -c "HOME=/nonexistent; export HOME; cat '$HOME/.aws/credentials'" 2>&1) || rc=$?
+    assert_not_contains "$out" AWS_SECRET_MATERIAL
+    expect_row agent=h1 op=open-read decision=deny "rule~.aws"
+}
+
 test_download_piped_into_shell_does_not_run_and_the_caller_goes_on() {
     # The agent's own command line is clean; the shell it runs tries the
     # pipe, and the preload refuses that exec inside the agent.
