@@ -82,6 +82,9 @@ PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
 
 .PHONY: all deps test check demo bench sanitize install clean components
+# Objects made through chained pattern rules are not intermediate files to
+# delete after the link: keeping them keeps rebuilds incremental.
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 all: $(TOOLS) $(DAEMON) $(PRELOAD_SO) $(UNITS) $(PROGS) $(BENCHES)
