@@ -203,6 +203,15 @@ char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp
         push(&a, "--seccomp");
         pushf(&a, "%d", seccomp_fd);
     }
+    /* bwrap itself must not run under the preload (the guard would judge
+     * bwrap's own set-up by the agent's policy): it is exec'd without
+     * LD_PRELOAD and sets it for the agent. */
+    for (size_t i = 0; req->envp && req->envp[i]; i++)
+        if (strncmp(req->envp[i], "LD_PRELOAD=", 11) == 0) {
+            push(&a, "--setenv");
+            push(&a, "LD_PRELOAD");
+            push(&a, req->envp[i] + 11);
+        }
     push(&a, "--");
     for (size_t i = 0; req->argv && req->argv[i]; i++)
         push(&a, req->argv[i]);
@@ -222,7 +231,7 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     struct iso_rlimit rl[ISO_RLIMIT_MAX];
     size_t nrl = iso_rlimits(req->policy, rl);
     bool net = iso_net_loopback_only(req->policy);
-    char **argv = NULL;
+    char **argv = NULL, **envp = NULL;
     int sfd = -1, pfd[2] = { -1, -1 }, rc = -1;
     int report[2];
     pid_t pid;
@@ -246,6 +255,19 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     argv = iso_bwrap_argv(req, mp, net, sfd, err, errsz);
     if (argv == NULL)
         goto out;
+    {
+        size_t n_env = 0, k = 0;
+        while (req->envp && req->envp[n_env])
+            n_env++;
+        envp = calloc(n_env + 1, sizeof *envp);
+        if (envp == NULL) {
+            iso_errf(err, errsz, "bwrap: out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < n_env; i++)
+            if (strncmp(req->envp[i], "LD_PRELOAD=", 11) != 0)
+                envp[k++] = req->envp[i];
+    }
     if (pipe2(report, O_CLOEXEC) < 0) {
         iso_errf(err, errsz, "pipe: %s", strerror(errno));
         goto out;
@@ -271,7 +293,7 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
             what = "seccomp fd";
             goto child_fail;
         }
-        execve(argv[0], argv, req->envp);
+        execve(argv[0], argv, envp);
         e = errno;
         what = "exec bwrap";
     child_fail:
@@ -317,6 +339,7 @@ out:
     if (sfd >= 0)
         close(sfd);
     iso_argv_free(argv);
+    free(envp);
     iso_bpf_free(&bpf);
     free(mp);
     return rc;

@@ -31,6 +31,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,23 +104,66 @@ static void add_keep(struct iso_mounts *mp, const char *path)
     strlcpy(mp->keep[mp->n_keep++], path, sizeof mp->keep[0]);
 }
 
+/* One deny pattern being expanded: its glob, the same without a trailing
+ * "/ **" (a directory pattern), and the last segment of each, used to
+ * reject most names with one fnmatch() before the full glob is tried. */
+struct deny_pat {
+    const char *pattern;
+    char dirpat[4096];
+    const char *last, *dirlast;         /* NULL: no cheap test possible */
+    bool deny_read;                     /* mask; else read-only bind */
+    const char *why;
+    char root[4096];
+};
+
 struct walk {
     struct iso_mounts *mp;
-    const char *pattern;
-    char dirpat[4096];          /* PATTERN without a trailing "/ **", or "" */
-    bool deny_read;             /* mask; else read-only bind */
-    const char *why;
+    struct deny_pat *pats;
+    size_t npats;
+    const char *root;
     unsigned entries;
 };
 
-static void mark(struct walk *w, const char *path, bool is_dir)
+static const char *last_segment(const char *glob)
 {
-    if (hidden(w->mp, path) || special_tree(path))
+    const char *l = strrchr(glob, '/');
+    l = l ? l + 1 : glob;
+    return strstr(l, "**") ? NULL : l;
+}
+
+static void mark(struct iso_mounts *mp, const struct deny_pat *dp, const char *path, bool is_dir)
+{
+    if (hidden(mp, path) || special_tree(path))
         return;
-    if (w->deny_read)
-        add_mnt(w->mp, is_dir ? ISO_MNT_MASK_DIR : ISO_MNT_MASK_FILE, path, w->why);
+    if (dp->deny_read)
+        add_mnt(mp, is_dir ? ISO_MNT_MASK_DIR : ISO_MNT_MASK_FILE, path, dp->why);
     else
-        add_mnt(w->mp, ISO_MNT_RO, path, w->why);
+        add_mnt(mp, ISO_MNT_RO, path, dp->why);
+}
+
+/* Applies every pattern of W rooted at W->root to PATH (named NAME).
+ * Returns true when PATH is now masked (no need to look inside). */
+static bool match_entry(struct walk *w, const char *path, const char *name, bool is_dir)
+{
+    bool masked = false;
+
+    for (size_t i = 0; i < w->npats; i++) {
+        const struct deny_pat *dp = &w->pats[i];
+        if (strcmp(dp->root, w->root) != 0)
+            continue;
+        if (dp->dirpat[0]) {
+            /* DIR/ **: only a directory matching DIR is covered, whole. */
+            if (!is_dir || (dp->dirlast && fnmatch(dp->dirlast, name, 0) != 0)
+                || !policy_glob_match(dp->dirpat, path))
+                continue;
+        } else if ((dp->last && fnmatch(dp->last, name, 0) != 0)
+                   || !policy_glob_match(dp->pattern, path)) {
+            continue;
+        }
+        mark(w->mp, dp, path, is_dir);
+        masked = masked || (dp->deny_read && is_dir);
+    }
+    return masked;
 }
 
 static void walk_dir(struct walk *w, char *path, size_t len, int depth)
@@ -142,61 +186,86 @@ static void walk_dir(struct walk *w, char *path, size_t len, int depth)
             w->mp->truncated = true;
             break;
         }
+        /* Symlinks are not followed and not covered: the policy judges
+         * the file they point to, which has its own entry if it matches. */
+        if (de->d_type == DT_LNK)
+            continue;
         nl = strlen(de->d_name);
         if (len + 1 + nl >= 4096)
             continue;
         if (len > 1)
             path[len] = '/';
         memcpy(path + len + (len > 1), de->d_name, nl + 1);
-        /* Symlinks are not followed and not covered: the policy judges
-         * the file they point to, which has its own entry if it matches. */
         is_dir = de->d_type == DT_DIR;
         if (de->d_type == DT_UNKNOWN) {
             struct stat st;
             is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
         }
-        if (de->d_type != DT_LNK) {
-            if (policy_glob_match(w->pattern, path))
-                mark(w, path, is_dir);
-            else if (is_dir && w->dirpat[0] && policy_glob_match(w->dirpat, path))
-                mark(w, path, true);
-            else if (is_dir)
-                walk_dir(w, path, len + (len > 1) + nl, depth + 1);
-        }
+        /* git's object store holds only content-addressed blobs named by
+         * their hash; walking it is most of the cost of a big repository
+         * and it cannot hold a name a deny list means. */
+        if (!match_entry(w, path, de->d_name, is_dir) && is_dir
+            && !(strcmp(de->d_name, "objects") == 0 && len >= 5
+                 && strcmp(path + len - 5, "/.git") == 0))
+            walk_dir(w, path, len + (len > 1) + nl, depth + 1);
         path[len] = '\0';
     }
     closedir(d);
 }
 
-static void expand(struct iso_mounts *mp, const struct policy *p, enum policy_list l,
-                   bool deny_read)
+/* Covers what the deny lists name and what exists now.  Literal paths and
+ * DIR/ ** patterns cost one lstat; the others are matched during one walk
+ * per distinct glob root, bounded in depth and entries. */
+static int expand_denies(struct iso_mounts *mp, const struct policy *p)
 {
-    const struct policy_rule *r;
-    size_t n = policy_rules(p, l, &r);
+    const struct policy_rule *rr, *rw;
+    size_t nr = policy_rules(p, POLICY_READ_DENY, &rr);
+    size_t nw = policy_rules(p, POLICY_WRITE_DENY, &rw);
+    struct deny_pat *pats = calloc(nr + nw + 1, sizeof *pats);
+    size_t n = 0;
 
-    for (size_t i = 0; i < n; i++) {
-        struct walk w = { .mp = mp, .pattern = r[i].pattern, .deny_read = deny_read,
-                          .why = r[i].section };
-        char root[4096];
+    if (pats == NULL)
+        return -1;
+    for (size_t i = 0; i < nr + nw; i++) {
+        const struct policy_rule *r = i < nr ? &rr[i] : &rw[i - nr];
+        struct deny_pat *dp = &pats[n];
         struct stat st;
         size_t pl;
 
-        if (w.pattern == NULL || policy_glob_root(w.pattern, root, sizeof root) < 0)
+        if (r->pattern == NULL || policy_glob_root(r->pattern, dp->root, sizeof dp->root) < 0)
             continue;
-        pl = strlen(w.pattern);
-        if (pl > 3 && strcmp(w.pattern + pl - 3, "/**") == 0 && pl - 3 < sizeof w.dirpat) {
-            memcpy(w.dirpat, w.pattern, pl - 3);
-            w.dirpat[pl - 3] = '\0';
+        dp->pattern = r->pattern;
+        dp->deny_read = i < nr;
+        dp->why = r->section;
+        pl = strlen(dp->pattern);
+        if (pl > 3 && strcmp(dp->pattern + pl - 3, "/**") == 0 && pl - 3 < sizeof dp->dirpat) {
+            memcpy(dp->dirpat, dp->pattern, pl - 3);
+            dp->dirpat[pl - 3] = '\0';
+            dp->dirlast = last_segment(dp->dirpat);
         }
-        if (lstat(root, &st) < 0 || S_ISLNK(st.st_mode))
+        dp->last = last_segment(dp->pattern);
+        if (lstat(dp->root, &st) < 0 || S_ISLNK(st.st_mode))
             continue;
-        if (strcmp(root, w.pattern) == 0 || strcmp(root, w.dirpat) == 0) {
-            mark(&w, root, S_ISDIR(st.st_mode));     /* a literal path or DIR/ ** */
+        if (strcmp(dp->root, dp->pattern) == 0 || strcmp(dp->root, dp->dirpat) == 0) {
+            mark(mp, dp, dp->root, S_ISDIR(st.st_mode));  /* a literal path or DIR/ ** */
             continue;
         }
         if (S_ISDIR(st.st_mode))
-            walk_dir(&w, root, strlen(root), 0);
+            n++;
     }
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i; j++)
+            seen = seen || strcmp(pats[j].root, pats[i].root) == 0;
+        if (!seen) {
+            struct walk w = { .mp = mp, .pats = pats, .npats = n, .root = pats[i].root };
+            char path[4096];
+            strlcpy(path, pats[i].root, sizeof path);
+            walk_dir(&w, path, strlen(path), 0);
+        }
+    }
+    free(pats);
+    return 0;
 }
 
 static bool exec_overlaps(const struct policy *p, const char *dir)
@@ -282,8 +351,10 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
         }
     }
 
-    expand(mp, p, POLICY_READ_DENY, true);
-    expand(mp, p, POLICY_WRITE_DENY, false);
+    if (expand_denies(mp, p) < 0) {
+        iso_errf(err, errsz, "mounts: out of memory");
+        return -1;
+    }
     return 0;
 }
 

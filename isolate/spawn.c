@@ -106,6 +106,7 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
     memset(child, 0, sizeof *child);
     child->pid = -1;
     child->notify_fd = -1;
+    child->status_fd = -1;
     if (req == NULL || req->policy == NULL || req->argv == NULL || req->argv[0] == NULL
         || req->envp == NULL) {
         iso_errf(err, errsz, "isolation: incomplete request");

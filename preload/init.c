@@ -155,7 +155,7 @@ static void load_policy(void)
         .home = NULL,
         .protect = protect_list,
     };
-    /* The diagnostics are large; this runs once, before main. */
+    /* The diagnostics are large; this runs once per process. */
     static struct policy_diag diag;
     struct policy *p = policy_load(guard_envs[GENV_POLICY].value, &opt, &diag);
     if (!p) {
@@ -167,6 +167,13 @@ static void load_policy(void)
         sbuf_add(&s, "); every guarded call is denied\n");
         static atomic_bool once;
         guard_warn_once(&once, msg);
+        /* And in the audit trail, best effort (the channel may be what is
+         * missing too). */
+        (void)sbx_emit(&(struct sbx_event_desc){
+            .op = SBX_OP_POLICY_ERROR, .decision = SBX_DENY, .layer = SBX_LAYER_GUARD,
+            .target = guard_envs[GENV_ORIGIN].value ? guard_envs[GENV_ORIGIN].value
+                                                    : guard_envs[GENV_POLICY].value,
+            .reason = diag.count ? diag.msg[0] : "unknown error"});
         return;
     }
     const struct policy_info *info = policy_info(p);

@@ -671,6 +671,9 @@ int main(int argc, char **argv)
     give_terminal(&g);
 
     int status = supervise(&g, sigfd, info->limits.timeout_ms);
+    /* With a pid namespace the child is the sandbox's init: the agent's
+     * own wait status (a signal, not 128+N) comes from it. */
+    status = iso_child_status(&g.child, status);
     take_terminal_back(&g);
     /* What the agent left running dies with it: it was running under the
      * agent's registration, which ends now. */

@@ -49,6 +49,18 @@ test_static_program_cannot_write_outside_the_workspace() {
     assert_file_absent /etc/sbx-escape
 }
 
+test_static_program_cannot_read_or_run_outside_the_allowed_roots() {
+    # Neither masked nor hidden by a mount: only Landlock's read and
+    # execute rules stand between the agent and these.
+    mkdir -p "$T/outside"
+    echo private >"$T/outside/notes.txt"
+    cp "$PROGS/static_escape" "$T/outside/prog"
+    out=$(native -- "$ESC" read "$T/outside/notes.txt") || true
+    assert_eq "$out" "fail EACCES"
+    out=$(native -- "$ESC" exec "$T/outside/prog" read /etc/hostname) || true
+    assert_eq "$out" "fail EACCES"
+}
+
 test_workspace_stays_writable() {
     out=$(native -- "$ESC" write ./inside)
     assert_eq "$out" "ok"

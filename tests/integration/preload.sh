@@ -166,6 +166,14 @@ test_a_denied_exec_leaves_the_caller_running() {
     assert_eq "$out" "still here 126"
 }
 
+test_syscall_execve_and_fexecve_are_judged() {
+    exec_policy
+    assert_eq "$(guarded "$CALL" sys_execve /usr/bin/id id)" "err EACCES"
+    assert_eq "$(guarded "$CALL" fexecve /usr/bin/id id)" "err EACCES"
+    assert_eq "$(guarded "$CALL" sys_execve /bin/echo echo forbidden-word)" "err EACCES"
+    assert_eq "$(guarded "$CALL" fexecve /bin/echo echo fine)" "fine"
+}
+
 test_posix_spawn_system_popen_are_judged() {
     exec_policy
     assert_eq "$(guarded "$CALL" posix_spawn /bin/echo echo forbidden-word)" "err EACCES"
@@ -243,6 +251,28 @@ Y
     kill %1 2>/dev/null || true
 }
 
+test_unix_connect_and_bind_follow_the_policy() {
+    policy <<'Y'
+network:
+  connect:
+    allow: ["unix:**"]
+    deny: ["unix:**/denied.sock"]
+  bind:
+    allow: ["127.0.0.1:40000-40100"]
+Y
+    python3 -c '
+import socket, sys
+for n in ("ok.sock", "denied.sock"):
+    s = socket.socket(socket.AF_UNIX); s.bind(n); s.listen(1)
+' 2>/dev/null || true
+    assert_eq "$(guarded "$CALL" unix_connect "$WS/denied.sock")" "err EACCES"
+    out=$(guarded "$CALL" unix_connect "$WS/ok.sock") || true   # nobody listens: refused by the kernel
+    assert_not_contains "$out" EACCES
+    assert_eq "$(guarded "$CALL" bind 127.0.0.1 40050)" "ok 0"
+    assert_eq "$(guarded "$CALL" bind 0.0.0.0 40050)" "err EACCES"
+    assert_eq "$(guarded "$CALL" bind 127.0.0.1 22)" "err EACCES"
+}
+
 test_truncate_above_max_write_fails_efbig() {
     policy <<'Y'
 files:
@@ -280,6 +310,8 @@ test_unloadable_policy_denies_everything() {
     out=$(guarded "$CALL" open a 2>&1) || true
     assert_contains "$out" "err EACCES"
     assert_contains "$out" "policy could not be loaded"
+    assert_contains "$(row_with policy-error deny '"target":"policy.yaml"')" "version"
+    assert_contains "$(row_with open-read deny "\"target\":\"$WS/a\"")" "could not be loaded"
 }
 
 test_no_audit_channel_fails_closed() {

@@ -12,7 +12,9 @@
  *   preload_call system CMD | popen CMD
 
  *   (for the exec and spawn ops the ARGs are the whole argv, argv[0] first)
+ *   preload_call sys_execve PATH ARG... | fexecve PATH ARG...
  *   preload_call connect IP PORT | resolve_connect NAME PORT | sendto IP PORT
+ *   preload_call unix_connect PATH | bind IP PORT
  *   preload_call exec_noenv PATH ARG...   (execve with an empty environment)
  *   preload_call exec_unset PATH ARG...   (unsetenv LD_PRELOAD and SBX_*, execv)
  */
@@ -28,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,6 +131,19 @@ int main(int argc, char **argv)
         report(-1);
         return 0;   /* still running */
     }
+    if (!strcmp(op, "sys_execve")) {
+        syscall(SYS_execve, a, argv + 3, environ);
+        report(-1);
+        return 0;
+    }
+    if (!strcmp(op, "fexecve")) {
+        int fd = open(a, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return report(-1);
+        fexecve(fd, argv + 3, environ);
+        report(-1);
+        return 0;
+    }
     if (!strcmp(op, "execvp")) {
         execvp(a, argv + 3);
         report(-1);
@@ -176,6 +192,18 @@ int main(int argc, char **argv)
         struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(b))};
         inet_pton(AF_INET, a, &in.sin_addr);
         return tcp((struct sockaddr *)&in, sizeof in, op[0] == 's');
+    }
+    if (!strcmp(op, "unix_connect")) {
+        struct sockaddr_un un = {.sun_family = AF_UNIX};
+        snprintf(un.sun_path, sizeof un.sun_path, "%s", a);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        return report(connect(fd, (struct sockaddr *)&un, sizeof un));
+    }
+    if (!strcmp(op, "bind")) {
+        struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(b))};
+        inet_pton(AF_INET, a, &in.sin_addr);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        return report(bind(fd, (struct sockaddr *)&in, sizeof in));
     }
     if (!strcmp(op, "resolve_connect")) {
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;

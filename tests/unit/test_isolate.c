@@ -1,0 +1,284 @@
+/* test_isolate.c — the kernel layer: mode names, the plans compiled from a
+ * policy (mounts, Landlock, seccomp, bwrap), and iso_spawn in none and
+ * native mode (the agent runs, or fails to start with a reason, and its
+ * status is its own). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "iso_int.h"
+
+extern char **environ;
+
+static char tmpdir[256];
+
+static struct policy *load(const char *yaml)
+{
+    struct policy_options opt = { .workspace = tmpdir, .home = tmpdir };
+    struct policy_diag diag;
+    struct policy *p = policy_load_buffer("t.yaml", yaml, strlen(yaml), &opt, &diag);
+    if (p == NULL)
+        fail_msg("policy: %s", diag.count ? diag.msg[0] : "?");
+    return p;
+}
+
+static void write_file(const char *rel, const char *text)
+{
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpdir, sizeof tmpdir, "%s/isoXXXXXX", base);
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[300];
+    (void)state;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void request(struct iso_request *r, struct policy *p, enum iso_mode m, char **argv)
+{
+    static char rt[300], db[300];
+    snprintf(rt, sizeof rt, "%s/run", tmpdir);
+    snprintf(db, sizeof db, "%s/state/audit.db", tmpdir);
+    mkdir(rt, 0700);
+    memset(r, 0, sizeof *r);
+    r->policy = p;
+    r->mode = m;
+    r->workspace = policy_info(p)->workspace;
+    r->runtime_dir = rt;
+    r->audit_db = db;
+    r->argv = argv;
+    r->envp = environ;
+}
+
+/* Runs ARGV under mode M and returns the agent's wait status. */
+static int run(struct policy *p, enum iso_mode m, char **argv)
+{
+    struct iso_request r;
+    struct iso_child c;
+    char err[512];
+    int st;
+
+    request(&r, p, m, argv);
+    if (iso_spawn(&r, &c, err, sizeof err) < 0)
+        fail_msg("iso_spawn: %s", err);
+    /* Answer the supervisor's notifications until the agent is gone. */
+    while (waitpid(c.pid, &st, WNOHANG) == 0) {
+        struct pollfd pf = { c.notify_fd, POLLIN, 0 };
+        if (c.notify_fd >= 0 && poll(&pf, 1, 20) > 0
+            && iso_supervise(c.notify_fd, &r, NULL, NULL) < 0) {
+            close(c.notify_fd);
+            c.notify_fd = -1;
+        } else if (c.notify_fd < 0) {
+            usleep(2000);
+        }
+    }
+    if (c.notify_fd >= 0)
+        close(c.notify_fd);
+    return iso_child_status(&c, st);
+}
+
+static void test_mode_names_round_trip(void **state)
+{
+    (void)state;
+    for (int m = ISO_AUTO; m <= ISO_BWRAP; m++)
+        assert_int_equal(iso_mode_parse(iso_mode_name((enum iso_mode)m)), m);
+    assert_int_equal(iso_mode_parse("chroot"), -1);
+    assert_int_equal(iso_mode_parse(NULL), -1);
+}
+
+static void test_seccomp_filter_builds_with_and_without_notification(void **state)
+{
+    struct iso_bpf a, b;
+    char err[256];
+    (void)state;
+    assert_int_equal(iso_seccomp_build(true, &a, err, sizeof err), 0);
+    assert_int_equal(iso_seccomp_build(false, &b, err, sizeof err), 0);
+    assert_true(a.len > b.len);
+    assert_true(b.len > 20);
+    iso_bpf_free(&a);
+    iso_bpf_free(&b);
+}
+
+static void test_none_mode_reports_a_missing_program_and_runs_nothing(void **state)
+{
+    struct policy *p = load("version: 1\n");
+    char *argv[] = { "/nonexistent/agent", NULL };
+    struct iso_request r;
+    struct iso_child c;
+    char err[512];
+    (void)state;
+    request(&r, p, ISO_NONE, argv);
+    assert_int_equal(iso_spawn(&r, &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot run /nonexistent/agent: No such file"));
+    policy_free(p);
+}
+
+static void test_none_mode_applies_the_policy_rlimits(void **state)
+{
+    struct policy *p = load("version: 1\nlimits:\n  open_files: 64\n");
+    char *argv[] = { "/bin/sh", "-c", "test \"$(ulimit -n)\" = 64", NULL };
+    int st;
+    (void)state;
+    st = run(p, ISO_NONE, argv);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    policy_free(p);
+}
+
+static void test_native_mode_runs_the_agent_as_pid_2_without_capabilities(void **state)
+{
+    struct policy *p = load("version: 1\n");
+    char *argv[] = { "/bin/sh", "-c",
+                     "test $$ = 2 && grep -q '^CapEff:\t0000000000000000' /proc/self/status", NULL };
+    int st;
+    (void)state;
+    st = run(p, ISO_NATIVE, argv);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    policy_free(p);
+}
+
+static void test_native_mode_reports_the_agents_own_signal(void **state)
+{
+    struct policy *p = load("version: 1\n");
+    char *argv[] = { "/bin/sh", "-c", "kill -TERM $$", NULL };
+    int st;
+    (void)state;
+    st = run(p, ISO_NATIVE, argv);
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), 15);
+    policy_free(p);
+}
+
+static void test_only_loopback_policies_get_a_net_namespace(void **state)
+{
+    struct policy *lo = load("version: 1\nnetwork:\n  connect:\n    allow: [\"127.0.0.1:8000\", "
+                             "\"[::1]:80\", \"unix:/tmp/x\"]\n  bind:\n    allow: []\n");
+    struct policy *out = load("version: 1\nnetwork:\n  connect:\n    allow: [\"*:443\"]\n");
+    (void)state;
+    assert_true(iso_net_loopback_only(lo));
+    assert_false(iso_net_loopback_only(out));
+    policy_free(lo);
+    policy_free(out);
+}
+
+static void test_landlock_rules_sit_on_the_glob_roots(void **state)
+{
+    struct policy *p = load("version: 1\nfiles:\n  read:\n    allow: [\"/usr/**\", \"/nonexistent-root/**\"]\n");
+    struct iso_request r;
+    struct iso_landlock ll;
+    char err[256];
+    bool usr = false, missing = false;
+    char *argv[] = { "/bin/true", NULL };
+    (void)state;
+    request(&r, p, ISO_NATIVE, argv);
+    assert_int_equal(iso_landlock_plan(&r, &ll, err, sizeof err), 0);
+    if (ll.abi == 0)
+        skip();
+    for (size_t i = 0; i < ll.n_rules; i++) {
+        usr = usr || (strcmp(ll.rules[i].path, "/usr") == 0 && (ll.rules[i].access & 4));
+        missing = missing || strncmp(ll.rules[i].path, "/nonexistent", 12) == 0;
+    }
+    assert_true(usr);
+    assert_false(missing);
+    policy_free(p);
+}
+
+static void test_mounts_cover_existing_deny_files_and_hide_the_store(void **state)
+{
+    struct policy *p = load("version: 1\n");
+    struct iso_request r;
+    struct iso_mounts *mp = calloc(1, sizeof *mp);
+    char err[256], env[512], ssh[512];
+    bool file = false, dir = false, store = false;
+    char *argv[] = { "/bin/true", NULL };
+    (void)state;
+    write_file(".env", "secret\n");
+    snprintf(ssh, sizeof ssh, "%s/sub/.ssh", tmpdir);
+    snprintf(env, sizeof env, "%s/sub", tmpdir);
+    mkdir(env, 0755);
+    mkdir(ssh, 0700);
+    snprintf(env, sizeof env, "%s/.env", tmpdir);
+    request(&r, p, ISO_NATIVE, argv);
+    assert_int_equal(iso_mounts_plan(&r, mp, err, sizeof err), 0);
+    for (size_t i = 0; i < mp->n; i++) {
+        file = file || (mp->m[i].kind == ISO_MNT_MASK_FILE && strcmp(mp->m[i].path, env) == 0);
+        dir = dir || (mp->m[i].kind == ISO_MNT_MASK_DIR && strcmp(mp->m[i].path, ssh) == 0);
+    }
+    for (size_t i = 0; i < mp->n_hide; i++)
+        store = store || strstr(mp->hide[i], "/state") != NULL;
+    assert_true(file);
+    assert_true(dir);
+    assert_true(store);
+    free(mp);
+    policy_free(p);
+}
+
+static void test_bwrap_command_line_binds_the_workspace_writable(void **state)
+{
+    struct policy *p = load("version: 1\n");
+    struct iso_request r;
+    struct iso_mounts *mp = calloc(1, sizeof *mp);
+    char err[256];
+    char *argv[] = { "/bin/true", NULL };
+    char **bw;
+    bool bind = false, seccomp = false;
+    (void)state;
+    if (iso_bwrap_path() == NULL)
+        skip();
+    request(&r, p, ISO_BWRAP, argv);
+    assert_int_equal(iso_mounts_plan(&r, mp, err, sizeof err), 0);
+    bw = iso_bwrap_argv(&r, mp, false, 7, err, sizeof err);
+    assert_non_null(bw);
+    for (size_t i = 0; bw[i]; i++) {
+        bind = bind || (strcmp(bw[i], "--bind") == 0 && bw[i + 1]
+                        && strcmp(bw[i + 1], r.workspace) == 0);
+        seccomp = seccomp || (strcmp(bw[i], "--seccomp") == 0 && strcmp(bw[i + 1], "7") == 0);
+    }
+    assert_true(bind);
+    assert_true(seccomp);
+    iso_argv_free(bw);
+    free(mp);
+    policy_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mode_names_round_trip),
+        cmocka_unit_test(test_seccomp_filter_builds_with_and_without_notification),
+        cmocka_unit_test(test_none_mode_reports_a_missing_program_and_runs_nothing),
+        cmocka_unit_test(test_none_mode_applies_the_policy_rlimits),
+        cmocka_unit_test(test_native_mode_runs_the_agent_as_pid_2_without_capabilities),
+        cmocka_unit_test(test_native_mode_reports_the_agents_own_signal),
+        cmocka_unit_test(test_only_loopback_policies_get_a_net_namespace),
+        cmocka_unit_test(test_landlock_rules_sit_on_the_glob_roots),
+        cmocka_unit_test(test_mounts_cover_existing_deny_files_and_hide_the_store),
+        cmocka_unit_test(test_bwrap_command_line_binds_the_workspace_writable),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
