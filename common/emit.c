@@ -77,7 +77,7 @@ static struct { void *map; int memfd, efd, sock; } inherited = { NULL, -1, -1, -
 static char last_error[512];
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
-#define WAIT_REG_NS    3000000000ull   /* registration by another thread */
+#define WAIT_REG_NS    10000000000ull   /* registration by another thread */
 #define STALL_NS       1000000000ull   /* after a timeout: fail fast this long */
 
 /* Until when a full ring fails at once (CLOCK_MONOTONIC ns).  Plain memory:
@@ -216,7 +216,9 @@ static int send_registration(int memfd, int efd)
         set_error("cannot send the ring to sbx-auditd");
         goto fail;
     }
-    struct timeval tv = { .tv_sec = 3 };
+    /* Generous: the daemon may be inside a durable commit (an fsync) on a
+     * busy disk; failing here fails the agent's call closed. */
+    struct timeval tv = { .tv_sec = 10 };
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char reply[160];
     ssize_t r;
