@@ -2,9 +2,10 @@
 # bench/preload.sh: the guard's own cost, as ratios against bare runs in the
 # same run (no isolation: only libsbx-preload.so and the audit ring).
 #   open+close loop of an allowed workspace file (bench/openloop), short
-#     (3000 opens: the event ring never fills, so this is the guard's own
-#     cost) and sustained (N opens: bounded by how fast sbx-auditd stores
-#     rows, since every decision is recorded)
+#     (3000 opens: the event ring never fills; the guard plus the audit
+#     ring, with sbx-auditd storing rows on the other core) and sustained
+#     (N opens: bounded by how fast sbx-auditd stores rows, since every
+#     decision is recorded).  The guard alone: build/bench/bench_guard_open.
 #   start-up of `true` and of `cat FILE`, 100 each from one shell (the
 #     shell's fork + exec event; the policy loads only in a process that
 #     makes a guarded call, so cat pays for it and true does not)
@@ -52,7 +53,7 @@ for i in 1 2 3 4 5; do
     CMD="/bin/cat $T/ws/file"
     bc_="$bc_ $(starts nothing)"; gc="$gc $(starts guarded)"
 done
-report "open+close, 3000 (guard's own cost)" "$bs" "$gs" ns 1
+report "open+close, 3000 (ring never fills)" "$bs" "$gs" ns 1
 report "open+close, $N (sustained, store-bound)" "$bl" "$gl" ns 1
 report "start-up of true" "$bt" "$gt" us 1000
 report "start-up of cat FILE" "$bc_" "$gc" us 1000

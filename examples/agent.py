@@ -52,7 +52,7 @@ def write_outside():
 
 
 def run_tests():
-    r = subprocess.run([sys.executable, "-m", "unittest", "-q", "discover", "-s", "tests"],
+    r = subprocess.run([sys.executable, "-m", "unittest", "discover", "-q", "-s", "tests"],
                        capture_output=True, text=True)
     return f"exit {r.returncode}: " + (r.stderr.strip().splitlines() or ["?"])[-1]
 

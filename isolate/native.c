@@ -137,7 +137,10 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
     char err[ISO_ERR_LEN];
     int lfd;
 
-    if (setpgid(0, 0) < 0)
+    /* Its own process group: with namespaces the init's (the init leads
+     * it, so sbx-guard can hand that group the terminal and signal it as a
+     * whole); without, a new one. */
+    if (!pl->ns && setpgid(0, 0) < 0)
         die(efd, STAGE_AGENT, errno, "setpgid");
     /* The inherited cwd still points into the host's view of the tree
      * (e.g. the real /tmp under our private one): look it up again. */
@@ -170,23 +173,17 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
     die(efd, STAGE_AGENT, errno, "exec");
 }
 
-static volatile pid_t init_agent_pid;
-
-/* Signals sent to the init from outside (a soft stop, a hang-up) are meant
- * for the agent: an init ignores what it has no handler for. */
-static void init_forward(int sig)
-{
-    if (init_agent_pid > 0)
-        kill(-init_agent_pid, sig);
-}
-
 static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sfd)
 {
-    static const int fwd[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
     char err[ISO_ERR_LEN];
     int ruleset = -1, st = 0;
     pid_t pid, w;
 
+    /* The agent's process group, led by the init.  Signals sbx-guard sends
+     * to the group reach the agent once; the init itself, being pid 1 with
+     * default dispositions, ignores all but SIGKILL from outside. */
+    if (setpgid(0, 0) < 0)
+        die(efd, STAGE_NS, errno, "setpgid");
     if (iso_write_id_maps(pl->uid, pl->gid, err, sizeof err) < 0)
         die(efd, STAGE_NS, 0, err);
     if (pl->netns && iso_net_lo_up(err, sizeof err) < 0)
@@ -203,19 +200,11 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
         die(efd, STAGE_NS, errno, "fork the agent");
     if (pid == 0)
         agent(pl, ruleset, efd, sfd);
-    init_agent_pid = pid;
     close(efd);
     if (ruleset >= 0)
         close(ruleset);
-    for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = init_forward;
-        sa.sa_flags = SA_RESTART;
-        sigaction(fwd[i], &sa, NULL);
-    }
     {
-        /* sbx-guard blocks the signals it relays; the init must see them. */
+        /* sbx-guard blocks the signals it relays; nothing to keep pending. */
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -320,8 +309,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
     }
     close(ep[1]);
     close(sp[1]);
-    if (!pl->ns)
-        (void)setpgid(pid, pid);
+    (void)setpgid(pid, pid);   /* both sides, so no race */
 
     /* Wait for the exec, answering the notifications it causes. */
     for (;;) {

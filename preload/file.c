@@ -122,7 +122,12 @@ static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode)
         }
         struct open_how how = {.flags = (unsigned)flags, .mode = 0,
                                .resolve = RESOLVE_NO_SYMLINKS};
+        /* Outside the guard while the open may block (a FIFO, a slow file
+         * system): a signal handler that opens a file meanwhile is guarded
+         * like any other call. */
+        guard_leave();
         long fd = guard_raw(SYS_openat2, dirfd, (long)path, (long)&how, sizeof how, 0, 0);
+        guard_depth_add(1);
         if (fd >= 0 || !openat2_fallback(-fd)) {
             err = guard_record(&gv, NULL, 0, NULL);
             if (err) {

@@ -18,6 +18,17 @@
  * after guard_leave(): a vfork child that execs must not leave the flag set
  * in the parent's memory.
  *
+ * What is interposed: the open family (open, openat, their 64 and
+ * fortified _2 forms, creat, fopen, freopen, opendir, mkstemp and friends),
+ * every call that changes the file system by path (fsops.c), the exec
+ * family with posix_spawn, system and popen (exec.c; vfork becomes fork),
+ * connect, bind, sendto/sendmsg/sendmmsg with an address and name
+ * resolution (net.c), and syscall() with the numbers of those (syscall.c).
+ * What is not, and is the kernel layer's to stop: raw system calls, static
+ * binaries, opens made inside libc or ld.so (dlopen, scandir, nftw, fts,
+ * iconv modules, NSS), io_uring, and the race between a decision and the
+ * call (a symlink swapped in between).
+ *
  * Errors: internal functions return 0 or -1 with errno set, unless said.
  * Memory: nothing here allocates; every buffer is the caller's (on its
  * stack) or static storage filled once at initialization.

@@ -14,6 +14,19 @@ secret() { echo "SECRET_TOKEN_${1:-x}" > .env; }
 # from the system and from the workspace, not from the build tree.
 prog() { cp "$PROGS/$1" "./$1"; }
 
+# The default policy with writes allowed in the workspace only.  The
+# default also allows /tmp, and a checkout (with these test directories)
+# may itself live under /tmp: "outside the workspace" must mean outside.
+ws_only_policy() {
+    cat > "$T/ws-only.yaml" <<'EOF'
+version: 1
+name: ws-only
+files:
+  write:
+    allow: ["**"]
+EOF
+}
+
 # A policy that is the default but lets git write .git/config and hooks
 # (the default protects them, so `git init` belongs before the agent runs).
 git_policy() {
@@ -53,7 +66,8 @@ test_shell_redirect_cannot_read_dotenv() {
 }
 
 test_write_outside_workspace_is_denied_and_nothing_is_created() {
-    rc=0; guard --isolation "$ISO" --name w1 --policy "$DEFAULT" -- \
+    ws_only_policy
+    rc=0; guard --isolation "$ISO" --name w1 --policy "$T/ws-only.yaml" -- \
         sh -c "echo pwned > '$HOME/outside.txt'" 2>/dev/null || rc=$?
     [ $rc -ne 0 ] || fail "the write succeeded"
     assert_file_absent "$HOME/outside.txt"
@@ -98,7 +112,8 @@ test_rm_rf_home_is_blocked_and_the_decoy_survives() {
     assert_file_present "$HOME/decoy/file"
     expect_row agent=rm1 op=exec decision=deny "rule~commands.deny"
     # Spelled out, it is the file rules that stop it.
-    guard --isolation "$ISO" --name rm2 --policy "$DEFAULT" -- rm -rf "$HOME/decoy" 2>/dev/null || true
+    ws_only_policy
+    guard --isolation "$ISO" --name rm2 --policy "$T/ws-only.yaml" -- rm -rf "$HOME/decoy" 2>/dev/null || true
     assert_file_present "$HOME/decoy/file"
 }
 
