@@ -16,6 +16,9 @@
 #   tests/unit/test_*.c                    -> tests/test_* (cmocka)
 #   tests/progs/*.c                        -> tests/progs/* (helper programs)
 #   tests/progs/static_*.c                 -> linked -static, no sbx libraries
+#   tests/progs/agent_*.c                  -> plain programs run AS agents under
+#                                             sbx-guard: no sbx libraries and no
+#                                             sanitizer (the preload loads first)
 #   bench/bench_*.c                        -> bench/bench_*
 
 CC      ?= cc
@@ -55,8 +58,8 @@ PRELOAD_SRC := $(call src_of,preload)
 TOOLMAIN_SRC:= $(wildcard tools/sbx-*.c)
 TOOLLIB_SRC := $(filter-out $(TOOLMAIN_SRC),$(call src_of,tools))
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
-PROG_SRC    := $(filter-out tests/progs/static_%,$(wildcard tests/progs/*.c))
-SPROG_SRC   := $(wildcard tests/progs/static_*.c)
+PROG_SRC    := $(filter-out tests/progs/static_% tests/progs/agent_%,$(wildcard tests/progs/*.c))
+SPROG_SRC   := $(wildcard tests/progs/static_*.c tests/progs/agent_*.c)
 BENCH_SRC   := $(wildcard bench/bench_*.c)
 BPROG_SRC   := $(filter-out bench/bench_%,$(wildcard bench/*.c))
 
@@ -79,6 +82,9 @@ PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
 
 .PHONY: all deps test check demo bench sanitize install clean components
+# Objects made through chained pattern rules are not intermediate files to
+# delete after the link: keeping them keeps rebuilds incremental.
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 all: $(TOOLS) $(DAEMON) $(PRELOAD_SO) $(UNITS) $(PROGS) $(BENCHES)
@@ -180,6 +186,10 @@ $(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(SBX_LIBS)
 $(BUILD)/tests/progs/static_%: tests/progs/static_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
+
+$(BUILD)/tests/progs/agent_%: tests/progs/agent_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -pthread -o $@ $<
 
 $(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)

@@ -54,6 +54,7 @@ struct guard_env guard_envs[GENV__COUNT] = {
     [GENV_TOKEN] = {SBX_ENV_AGENT_TOKEN, NULL, NULL},
     [GENV_NOTIFY] = {SBX_ENV_NOTIFY, NULL, NULL},
     [GENV_PRELOAD] = {SBX_ENV_PRELOAD, NULL, NULL},
+    [GENV_HOME] = {SBX_ENV_HOME, NULL, NULL},
 };
 const char *guard_preload_path;
 const char *guard_ld_preload_entry;
@@ -152,7 +153,9 @@ static void load_policy(void)
     struct policy_options opt = {
         .workspace = guard_envs[GENV_WORKSPACE].value,
         .display_path = guard_envs[GENV_ORIGIN].value,
-        .home = NULL,
+        /* The home sbx-guard checked the policy with, not this process's
+         * $HOME, which the agent can set to anything for a child. */
+        .home = guard_envs[GENV_HOME].value,
         .protect = protect_list,
     };
     /* The diagnostics are large; this runs once per process. */

@@ -92,6 +92,21 @@ test_rm_mv_ln_chmod_on_protected_paths_are_denied() {
     expect_row agent=p4 op=chmod decision=deny "target~.git/config"
 }
 
+test_an_agent_changing_home_does_not_unprotect_the_real_home() {
+    mkdir -p "$HOME/.aws" && echo AWS_SECRET_MATERIAL > "$HOME/.aws/credentials"
+    cat > "$T/home.yaml" <<EOF
+version: 1
+name: home-test
+files:
+  read:
+    allow: ["**", "$HOME/**", "/usr/**", "/etc/**"]
+EOF
+    rc=0; out=$(guard --isolation "$ISO" --name h1 --policy "$T/home.yaml" -- \
+        sh -c "HOME=/nonexistent; export HOME; cat '$HOME/.aws/credentials'" 2>&1) || rc=$?
+    assert_not_contains "$out" AWS_SECRET_MATERIAL
+    expect_row agent=h1 op=open-read decision=deny "rule~.aws"
+}
+
 test_download_piped_into_shell_does_not_run_and_the_caller_goes_on() {
     # The agent's own command line is clean; the shell it runs tries the
     # pipe, and the preload refuses that exec inside the agent.
@@ -194,9 +209,9 @@ print(s.recv(2).decode())'
 
 test_clearing_the_environment_before_exec_does_not_escape() {
     secret env
-    prog clearenv_exec
+    prog agent_clearenv_exec
     rc=0; out=$(guard --isolation "$ISO" --name e1 --policy "$DEFAULT" -- \
-        ./clearenv_exec /bin/cat .env 2>&1) || rc=$?
+        ./agent_clearenv_exec /bin/cat .env 2>&1) || rc=$?
     [ $rc -ne 0 ] || fail "cat ran"
     assert_not_contains "$out" SECRET_TOKEN
     expect_row agent=e1 op=open-read decision=deny "target~/.env"
@@ -206,8 +221,8 @@ test_clearing_the_environment_before_exec_does_not_escape() {
 
 test_kill_switch_ends_a_forking_sigterm_ignoring_agent_and_records_who_and_why() {
     marker="sbxforker$$"
-    prog forker
-    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- ./forker "$marker" 100 > "$T/forker.out" 2>&1 &
+    prog agent_forker
+    guard --isolation "$ISO" --name runaway --policy "$DEFAULT" -- ./agent_forker "$marker" 100 > "$T/forker.out" 2>&1 &
     g=$!
     i=0
     while ! grep -q ready "$T/forker.out" 2>/dev/null; do
@@ -245,11 +260,11 @@ EOF
 
 test_threads_opening_files_while_forking_never_deadlock() {
     echo data > data.txt
-    prog mt_open_fork
+    prog agent_mt_open_fork
     i=0
     while [ $i -lt 20 ]; do
         rc=0; timeout 20 sbx-guard --no-notify --isolation "$ISO" --name mt$i --policy "$DEFAULT" -- \
-            ./mt_open_fork data.txt 50 || rc=$?
+            ./agent_mt_open_fork data.txt 50 || rc=$?
         [ $rc -eq 0 ] || fail "run $i exited $rc (124 = timed out: deadlock)"
         i=$((i + 1))
     done
