@@ -256,7 +256,7 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz)
     }
     if (start_daemon(rundir, err, errsz) < 0)
         return -1;
-    for (int i = 0; i < 300; i++) {        /* 3 s */
+    for (int i = 0; i < 500; i++) {        /* 5 s: a loaded machine */
         if ((s = try_connect(path)) >= 0)
             return s;
         struct timespec ts = { 0, 10000000 };

@@ -91,7 +91,7 @@ int sbx_unix_addr(const char *path, struct sockaddr_un *sa, int *dirfd);
 
 /* Connects to control.sock; if AUTOSTART and no daemon answers, starts
  * sbx-auditd (beside the running executable, else from PATH) and waits for
- * it (up to ~3 s).  fd or -1 with ERR. */
+ * it (up to ~5 s).  fd or -1 with ERR. */
 int sbx_ctl_open(bool autostart, char *err, size_t errsz);
 
 struct sbx_agent_reg {

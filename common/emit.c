@@ -77,7 +77,12 @@ static struct { void *map; int memfd, efd, sock; } inherited = { NULL, -1, -1, -
 static char last_error[512];
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
-#define WAIT_REG_NS    3000000000ull   /* registration by another thread */
+#define WAIT_REG_NS    10000000000ull   /* registration by another thread */
+#define STALL_NS       1000000000ull   /* after a timeout: fail fast this long */
+
+/* Until when a full ring fails at once (CLOCK_MONOTONIC ns).  Plain memory:
+ * a forked child inherits it, which is right (same daemon). */
+static _Atomic uint64_t stalled_until;
 
 static inline void cpu_relax(void)
 {
@@ -211,7 +216,9 @@ static int send_registration(int memfd, int efd)
         set_error("cannot send the ring to sbx-auditd");
         goto fail;
     }
-    struct timeval tv = { .tv_sec = 3 };
+    /* Generous: the daemon may be inside a durable commit (an fsync) on a
+     * busy disk; failing here fails the agent's call closed. */
+    struct timeval tv = { .tv_sec = 10 };
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char reply[160];
     ssize_t r;
@@ -368,7 +375,15 @@ static int wait_space(struct emit_proc *p, uint32_t span)
             return 0;
         cpu_relax();
     }
-    uint64_t deadline = mono_ns() + WAIT_FULL_NS;
+    /* The ring stayed full for the whole bound a moment ago: the daemon is
+     * stuck (its store failing, say).  Fail at once rather than make every
+     * guarded call of the agent take 2 s; look again in a second. */
+    uint64_t now = mono_ns();
+    if (now < atomic_load_explicit(&stalled_until, memory_order_relaxed)) {
+        set_error("sbx-auditd is not draining the event ring");
+        return -1;
+    }
+    uint64_t deadline = now + WAIT_FULL_NS;
     for (;;) {
         if (atomic_load_explicit(&r->gone, memory_order_acquire))
             return -1;
@@ -392,7 +407,8 @@ static int wait_space(struct emit_proc *p, uint32_t span)
         atomic_fetch_sub(&r->waiters, 1);
         if (room)
             return 0;
-        if (mono_ns() > deadline) {
+        if ((now = mono_ns()) > deadline) {
+            atomic_store_explicit(&stalled_until, now + STALL_NS, memory_order_relaxed);
             set_error("sbx-auditd did not drain the event ring for 2 s");
             return -1;
         }

@@ -572,6 +572,19 @@ int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
         iso_errf(err, errsz, "mounts: /proc: %s", strerror(errno));
         return -1;
     }
+    /* vm.memfd_noexec is per pid namespace: 2 makes every memfd of the
+     * agent non-executable and refuses MFD_EXEC.  Only a real root may
+     * write it (the file is root's); for other users seccomp's MFD_EXEC
+     * rule and the supervisor's memfd refusal stand alone. */
+    if (mp->new_proc) {
+        int fd = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, "2\n", 2) < 0) {
+                /* best effort, see above */
+            }
+            close(fd);
+        }
+    }
     /* The fresh /proc is writable; what in it acts on the whole machine is
      * not (as root, the agent is uid 0 on the host, capabilities or not, and
      * /proc/sysrq-trigger or /proc/sys only check the uid). */
@@ -644,7 +657,8 @@ void iso_mounts_print(const struct iso_mounts *mp, FILE *out)
     if (mp->all_ro)
         fprintf(out, "  every mount read-only, except the writable binds below\n");
     if (mp->new_proc)
-        fprintf(out, "  fresh /proc for the pid namespace\n");
+        fprintf(out, "  fresh /proc for the pid namespace (/proc/sys, /proc/sysrq-trigger, /proc/irq,\n"
+                     "  /proc/bus, /proc/fs read-only; vm.memfd_noexec=2 in it where permitted)\n");
     for (size_t i = 0; i < mp->n; i++)
         fprintf(out, "  %s %s   (%s)\n", kind_name(mp->m[i].kind), mp->m[i].path, mp->m[i].why);
     if (mp->truncated)

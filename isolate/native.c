@@ -289,7 +289,10 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
             flags |= CLONE_NEWNET;
         /* The raw system call: glibc's clone() wants a separate stack, and
          * its fork() cannot create namespaces.  The child continues here
-         * like a fork's; it only makes system calls until it execs. */
+         * like a fork's but without glibc's fork bookkeeping, so sbx-guard
+         * must call iso_spawn while it is single-threaded (no lock can be
+         * held by a thread that does not exist in the child); the init
+         * makes system calls, formats messages and forks, nothing more. */
         pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, 0);
     } else {
         pid = fork();

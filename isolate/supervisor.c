@@ -672,10 +672,13 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
     }
     if (o.deny)
         o.ev.err = EACCES;
-    if (o.report && cb)
-        cb(ctx, &o.ev);
+    /* Answer first, record second: the agent waits in the kernel for the
+     * answer, and recording is a round trip to sbx-auditd.  Nothing the
+     * agent does after the answer can touch the record (it is sbx-guard's). */
     if (respond(fd, n->id, o.deny ? EACCES : 0, !o.deny) < 0 && errno != ENOENT)
         return -1;
+    if (o.report && cb)
+        cb(ctx, &o.ev);
     return 0;
 }
 

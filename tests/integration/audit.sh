@@ -211,6 +211,26 @@ test_a_failing_store_keeps_events_in_the_rings_and_loses_none() {
     assert_contains "$(sbx-audit verify)" "chain intact, head matches"
 }
 
+test_a_ring_that_stays_full_fails_closed_within_the_bound() {
+    mkdir -p "$SBX_RUNTIME_DIR"
+    SBX_AUDITD_FAULT_FILE="$T/disk-full" sbx-auditd 2>d.log &
+    i=0; until [ -S "$SBX_RUNTIME_DIR/control.sock" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    EMIT_STORM_GO="$T/go" "$PROGS/emit_storm" full 4200 1 0 > full.out 2>&1 &
+    ep=$!
+    sleep 0.3
+    start=$(date +%s)
+    touch "$T/disk-full" "$T/go"
+    rc=0; wait $ep || rc=$?
+    took=$(( $(date +%s) - start ))
+    # 4096 fit the ring; one waits the 2 s bound, the other 103 fail at once
+    assert_eq "$rc" 1 "emit_storm exit"
+    assert_contains "$(cat full.out)" "emitted 4200 failed 104"
+    [ "$took" -le 5 ] || fail "took $took s"
+    rm "$T/disk-full"
+    i=0; until [ "$(sqlite3 "$SBX_AUDIT_DB" "select count(*) from events where target like 'storm:%'")" = 4096 ] || [ $i -gt 60 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "select count(distinct target) from events where target like 'storm:%'")" 4096
+}
+
 test_retention_prunes_old_rows_and_the_chain_still_verifies() {
     "$PROGS/emit_storm" old 100 1 0 >/dev/null
     stop_daemon
