@@ -25,6 +25,15 @@
  * are never committed, stalling the daemon on that ring for good.  With the
  * CAS a producer either owns free slots or owns nothing.
  *
+ * Descriptors.  The program owns the descriptor table, not us: a shell's
+ * `exec 4>file` takes fd 4 whether or not we hold it, and closefrom() or
+ * close_range() in a child closes ours and lets the numbers be reused.  So
+ * our three descriptors are moved far above the low numbers programs pick,
+ * and each is remembered with its inode: before we write to one (the
+ * wake-up) or close one (a forked child dropping its parent's), we check it
+ * is still ours.  Writing 8 bytes into a user's file is worse than losing a
+ * wake-up (the daemon also looks at every ring on a short timer).
+ *
  * Nothing here allocates or takes a lock; the only waits are bounded.
  */
 #include "event.h"
@@ -39,7 +48,9 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -53,11 +64,17 @@
 enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
 
 /* Per-process state, in a MADV_WIPEONFORK page (zero in a forked child). */
+/* A descriptor of ours and the inode it had when we made it. */
+struct own_fd {
+    int fd;
+    ino_t ino;
+};
+
 struct emit_proc {
     _Atomic uint32_t state;
     struct sbx_ring_hdr *ring;
     struct sbx_ring_slot *slots;
-    int memfd, efd, sock;
+    struct own_fd memfd, efd, sock;
 };
 
 /* Configuration: plain memory, inherited by children (they report for the
@@ -73,7 +90,8 @@ static struct emit_proc *proc;
 /* What this process's ring was, in plain memory: a forked child finds here
  * the parent's descriptors and mapping, which it closes before registering
  * its own. */
-static struct { void *map; int memfd, efd, sock; } inherited = { NULL, -1, -1, -1 };
+static struct { void *map; struct own_fd memfd, efd, sock; } inherited = {
+    NULL, { -1, 0 }, { -1, 0 }, { -1, 0 } };
 static char last_error[512];
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
@@ -89,6 +107,50 @@ static inline void cpu_relax(void)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
+}
+
+/* Moves FD above the numbers programs use for themselves (shells take 3-9
+ * and 10+, bash 255), staying under the open-files limit.  Returns the new
+ * descriptor (close-on-exec), or FD itself if there is no room up there. */
+static int high_fd(int fd)
+{
+    int base = 600;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        if (rl.rlim_cur < 64)
+            return fd;
+        if ((rlim_t)base + 32 > rl.rlim_cur)
+            base = (int)(rl.rlim_cur * 3 / 4);
+    }
+    int nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
+    if (nfd < 0)
+        return fd;
+    close(fd);
+    return nfd;
+}
+
+static struct own_fd own(int fd)
+{
+    struct stat st;
+    struct own_fd o = { fd, 0 };
+    if (fd >= 0 && fstat(fd, &st) == 0)
+        o.ino = st.st_ino;
+    return o;
+}
+
+/* True if O's descriptor is still the one we made. */
+static bool still_ours(struct own_fd o)
+{
+    struct stat st;
+    return o.fd >= 0 && fstat(o.fd, &st) == 0 && st.st_ino == o.ino;
+}
+
+/* Closes O if it is still ours; forgets it either way. */
+static void drop_fd(struct own_fd *o)
+{
+    if (still_ours(*o))
+        close(o->fd);
+    o->fd = -1;
 }
 
 static uint64_t mono_ns(void)
@@ -168,6 +230,7 @@ static int send_registration(int memfd, int efd)
         set_error("socket failed");
         return -1;
     }
+    s = high_fd(s);
     struct sockaddr_un sa;
     int dfd = -1;
     int rc = sbx_unix_addr(cfg.sock_path, &sa, &dfd);
@@ -246,9 +309,9 @@ static int create_ring(struct emit_proc *p)
     /* A forked child: drop what the parent's ring left us. */
     if (inherited.map)
         munmap(inherited.map, SBX_RING_BYTES);
-    close_fd(&inherited.memfd);
-    close_fd(&inherited.efd);
-    close_fd(&inherited.sock);
+    drop_fd(&inherited.memfd);
+    drop_fd(&inherited.efd);
+    drop_fd(&inherited.sock);
     inherited.map = NULL;
 
     void *map = MAP_FAILED;
@@ -258,6 +321,7 @@ static int create_ring(struct emit_proc *p)
         set_error("memfd_create failed");
         goto fail;
     }
+    memfd = high_fd(memfd);
     /* Sealed so that the daemon can map it without fearing SIGBUS from a
      * ring that shrinks under it. */
     if (ftruncate(memfd, SBX_RING_BYTES) < 0 ||
@@ -280,18 +344,19 @@ static int create_ring(struct emit_proc *p)
         set_error("eventfd failed");
         goto fail;
     }
+    efd = high_fd(efd);
     int s = send_registration(memfd, efd);
     if (s < 0)
         goto fail;
     p->ring = h;
     p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
-    p->memfd = memfd;
-    p->efd = efd;
-    p->sock = s;
+    p->memfd = own(memfd);
+    p->efd = own(efd);
+    p->sock = own(s);
     inherited.map = map;
-    inherited.memfd = memfd;
-    inherited.efd = efd;
-    inherited.sock = s;
+    inherited.memfd = p->memfd;
+    inherited.efd = p->efd;
+    inherited.sock = p->sock;
     return 0;
 fail:
     if (map != MAP_FAILED)
@@ -305,12 +370,16 @@ fail:
  * to whichever daemon now listens; it resumes at the published tail. */
 static int reregister(struct emit_proc *p)
 {
-    int s = send_registration(p->memfd, p->efd);
+    if (!still_ours(p->memfd) || !still_ours(p->efd)) {
+        set_error("the program closed the event ring's descriptors");
+        return -1;
+    }
+    int s = send_registration(p->memfd.fd, p->efd.fd);
     if (s < 0)
         return -1;
-    close_fd(&p->sock);
-    p->sock = s;
-    inherited.sock = s;
+    drop_fd(&p->sock);
+    p->sock = own(s);
+    inherited.sock = p->sock;
     return 0;
 }
 
@@ -351,7 +420,9 @@ static void wake_daemon(struct emit_proc *p)
 {
     uint64_t one = 1;
     atomic_store_explicit(&p->ring->sleeping, 0, memory_order_relaxed);
-    ssize_t w = write(p->efd, &one, sizeof one);
+    if (!still_ours(p->efd))
+        return;     /* the daemon's timer will find the ring */
+    ssize_t w = write(p->efd.fd, &one, sizeof one);
     (void)w;    /* EAGAIN: the counter is already non-zero, it will wake */
 }
 
@@ -360,7 +431,9 @@ static void wake_daemon(struct emit_proc *p)
  * only asked on the slow path of a full ring. */
 static bool daemon_lost(struct emit_proc *p)
 {
-    struct pollfd pf = { .fd = p->sock, .events = POLLRDHUP };
+    if (!still_ours(p->sock))
+        return false;
+    struct pollfd pf = { .fd = p->sock.fd, .events = POLLRDHUP };
     return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 

@@ -107,6 +107,16 @@ EOF
     expect_row agent=h1 op=open-read decision=deny "rule~.aws"
 }
 
+test_a_shell_taking_low_descriptors_never_gets_audit_bytes_in_its_files() {
+    # `exec 4>y` takes fd 4 whatever it was; the emitter's wake-ups must not
+    # land in y.  The sleeps let sbx-auditd go idle, so each redirection
+    # after them wakes it.
+    guard --isolation "$ISO" --name fd1 --policy "$DEFAULT" -- sh -c \
+        'exec 3>x 4>y 5>z; i=0; while [ $i -lt 5 ]; do sleep 0.2; echo $i > n$i; i=$((i+1)); done' 2>/dev/null
+    assert_eq "$(cat x y z | wc -c)" 0 "bytes in x, y and z"
+    assert_eq "$(cat n4)" 4 "the last file the shell wrote"
+}
+
 test_download_piped_into_shell_does_not_run_and_the_caller_goes_on() {
     # The agent's own command line is clean; the shell it runs tries the
     # pipe, and the preload refuses that exec inside the agent.
