@@ -1,8 +1,8 @@
 /*
  * supervisor.c — the seccomp user-notification supervisor in sbx-guard.
  *
- * Every execve, execveat and connect of every process of the agent stops in
- * the kernel until this code answers.  It reads the call's arguments from
+ * Every execve, execveat and connect (and sendto with an address) of every
+ * process of the agent stops in the kernel until this code answers.  It reads the call's arguments from
  * the stopped process's memory, resolves paths as that process sees them
  * (its cwd, its root, its mounts: through /proc/PID/root), asks the policy,
  * reports what it saw (layer "supervisor": the record of what ran and where
@@ -495,21 +495,26 @@ static bool policy_has_host_rule(const struct policy *p)
     return false;
 }
 
+/* connect(fd, addr, len) and sendto(fd, buf, n, flags, addr, len): the
+ * address is judged by network.connect (op connect or send). */
 static void decide_connect(const struct iso_request *req, const struct seccomp_notif *n,
                            struct verdict_out *o, int *fault)
 {
     pid_t pid = (pid_t)n->pid;
+    bool send = n->data.nr == SYS_sendto;
+    enum sbx_op op = send ? SBX_OP_SEND : SBX_OP_CONNECT;
+    uint64_t addr = send ? n->data.args[4] : n->data.args[1];
     struct sockaddr_storage ss;
-    socklen_t len = (socklen_t)n->data.args[2];
+    socklen_t len = (socklen_t)(send ? n->data.args[5] : n->data.args[2]);
     struct policy_verdict v;
     int port = -1;
 
-    o->ev.op = SBX_OP_CONNECT;
+    o->ev.op = op;
     if (len > sizeof ss)
         len = sizeof ss;
     memset(&ss, 0, sizeof ss);
     if (len < sizeof(sa_family_t)
-        || read_mem(pid, n->data.args[1], &ss, len) != (ssize_t)len) {
+        || read_mem(pid, addr, &ss, len) != (ssize_t)len) {
         *fault = EFAULT;
         return;
     }
@@ -595,7 +600,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
     }
     o->ev.target = o->target;
     o->report = true;
-    policy_decide_net(req->policy, SBX_OP_CONNECT, (struct sockaddr *)&ss, len, NULL, &v);
+    policy_decide_net(req->policy, op, (struct sockaddr *)&ss, len, NULL, &v);
     from_policy(o, &v);
     /* Only an address is known here, never the name it came from: a denial
      * for want of an allow rule may be wrong if a host-name rule could
@@ -655,6 +660,7 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
         decide_exec(req, n, &o, &fault);
         break;
     case SYS_connect:
+    case SYS_sendto:
         decide_connect(req, n, &o, &fault);
         break;
     default:

@@ -35,6 +35,12 @@ test_raw_connect_to_a_denied_address_fails() {
     assert_eq "$out" "fail EACCES"
 }
 
+test_raw_udp_datagram_to_a_denied_address_fails_and_is_recorded() {
+    out=$(native -- /bin/sh -c "$ESC udp 169.254.169.254 53") || true
+    assert_eq "$out" "fail EACCES"
+    expect_row op=send decision=deny layer=supervisor target=169.254.169.254:53
+}
+
 test_loopback_only_policy_gets_a_net_namespace() {
     loopback_policy
     out=$(native --policy "$T/loop.yaml" -- "$ESC" connect 1.1.1.1 443) || true

@@ -13,6 +13,7 @@
  *   static_escape envexec PATH [ARG...] execve with an empty environment
  *   static_escape connect IP PORT      TCP connect
  *   static_escape unix PATH            connect to a unix socket
+ *   static_escape udp IP PORT          one datagram with sendto, no connect
  *   static_escape io_uring             io_uring_setup
  *   static_escape handle PATH          name_to_handle_at + open_by_handle_at
  *   static_escape ptrace PID           PTRACE_ATTACH
@@ -84,6 +85,15 @@ static int do_connect(const char *ip, const char *port)
     if (s < 0 || inet_pton(AF_INET, ip, &a.sin_addr) != 1)
         return result(-1);
     return result(syscall(SYS_connect, s, &a, sizeof a));
+}
+
+static int do_udp(const char *ip, const char *port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
+    long s = syscall(SYS_socket, AF_INET, SOCK_DGRAM, 0);
+    if (s < 0 || inet_pton(AF_INET, ip, &a.sin_addr) != 1)
+        return result(-1);
+    return result(syscall(SYS_sendto, s, "x", 1, 0, &a, sizeof a));
 }
 
 static int do_unix(const char *path)
@@ -162,6 +172,8 @@ int main(int argc, char **argv)
         return do_connect(a, b);
     if (strcmp(cmd, "unix") == 0)
         return do_unix(a);
+    if (strcmp(cmd, "udp") == 0)
+        return do_udp(a, b);
     if (strcmp(cmd, "io_uring") == 0) {
         unsigned char params[120];
         memset(params, 0, sizeof params);
