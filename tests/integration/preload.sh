@@ -5,7 +5,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 LIB="$SBX_BUILD/lib/libsbx-preload.so"
-CALL="$PROGS/preload_call"
+CALL="$PROGS/agent_preload_call"
 # Under `make sanitize` the test programs carry ASan, which wants to be the
 # first library; the preload must come first (it is what is being tested).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
@@ -354,10 +354,10 @@ test_no_policy_file_means_no_guard() {
 test_threads_and_fork_never_deadlock() {
     policy </dev/null
     echo x > "$WS/f"
-    cp "$PROGS/mt_fork" "$WS/"    # files.exec allows the workspace
+    cp "$PROGS/agent_mt_fork" "$WS/"    # files.exec allows the workspace
     i=0
     while [ $i -lt 20 ]; do
-        out=$(guarded timeout 20 ./mt_fork "$WS/f" 30) || fail "round $i: $out (exit $?)"
+        out=$(guarded timeout 20 ./agent_mt_fork "$WS/f" 30) || fail "round $i: $out (exit $?)"
         i=$((i + 1))
     done
 }
