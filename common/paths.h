@@ -29,6 +29,10 @@
 #define SBX_ENV_HOME         "SBX_HOME"         /* the home "~/" meant when the policy
                                                  * was loaded (the agent may change HOME) */
 
+/* The compiled policy sbx-guard saves next to the policy copy: the preload
+ * loads "$SBX_POLICY_FILE" SBX_POLICY_IMAGE_SUFFIX when it is there. */
+#define SBX_POLICY_IMAGE_SUFFIX ".img"
+
 /* Socket and file names inside the runtime directory. */
 #define SBX_EVENTS_SOCK   "events.sock"
 #define SBX_CONTROL_SOCK  "control.sock"

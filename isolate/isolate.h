@@ -39,6 +39,7 @@ struct iso_request {
     const char *audit_db;       /* the store; never reachable from inside */
     const char *preload;        /* libsbx-preload.so, must stay loadable */
     const char *policy_copy;    /* the private policy file the preload reads */
+    const char *policy_image;   /* and its compiled form, or NULL */
     char *const *argv;          /* the agent's command */
     char *const *envp;          /* its complete environment */
 };

@@ -266,6 +266,8 @@ int iso_landlock_plan(const struct iso_request *req, struct iso_landlock *ll,
         add_rule(ll, req->preload, LANDLOCK_ACCESS_FS_READ_FILE, "the guard (preload)");
     if (req->policy_copy)
         add_rule(ll, req->policy_copy, LANDLOCK_ACCESS_FS_READ_FILE, "the policy copy");
+    if (req->policy_image)
+        add_rule(ll, req->policy_image, LANDLOCK_ACCESS_FS_READ_FILE, "the compiled policy");
     add_rule(ll, "/dev/null", FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE,
              "null device");
     add_rule(ll, "/dev/zero", LANDLOCK_ACCESS_FS_READ_FILE, "null device");

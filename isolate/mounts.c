@@ -325,6 +325,7 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
         add_keep(mp, buf);
     add_keep(mp, req->preload);
     add_keep(mp, req->policy_copy);
+    add_keep(mp, req->policy_image);
     if (req->runtime_dir) {
         snprintf(buf, sizeof buf, "%s/%s", req->runtime_dir, SBX_EVENTS_SOCK);
         add_keep(mp, buf);

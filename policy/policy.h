@@ -62,6 +62,16 @@ struct policy *policy_load_buffer(const char *name, const char *buf, size_t len,
                                   struct policy_diag *diag);
 void policy_free(struct policy *p);
 
+/* A loaded policy saved as one block (image.c), so that another process of
+ * the same build takes it without parsing YAML, resolving paths or
+ * compiling patterns: sbx-guard saves the agent's policy, the preload loads
+ * it.  save creates PATH (mode 0400, exclusively); load checks the image
+ * (version, layout, every offset and length) and returns NULL for anything
+ * that does not check out.  Both return -1/NULL with errno set and a
+ * message in ERR. */
+int policy_image_save(const struct policy *p, const char *path, char *err, size_t errsz);
+struct policy *policy_image_load(const char *path, char *err, size_t errsz);
+
 /* ---- rules ---------------------------------------------------------------- */
 
 enum policy_list {

@@ -160,7 +160,19 @@ static void load_policy(void)
     };
     /* The diagnostics are large; this runs once per process. */
     static struct policy_diag diag;
-    struct policy *p = policy_load(guard_envs[GENV_POLICY].value, &opt, &diag);
+    /* What sbx-guard compiled for this agent, if it is there (policy.h:
+     * policy_image_load); else the copy itself.  Both give the same
+     * policy: the image was loaded from the copy with these options. */
+    struct policy *p = NULL;
+    static char image[GUARD_PATH_MAX];
+    const char *copy = guard_envs[GENV_POLICY].value;
+    if (copy && strlen(copy) + sizeof SBX_POLICY_IMAGE_SUFFIX <= sizeof image) {
+        strlcpy(image, copy, sizeof image);
+        strlcat(image, SBX_POLICY_IMAGE_SUFFIX, sizeof image);
+        p = policy_image_load(image, NULL, 0);
+    }
+    if (!p)
+        p = policy_load(copy, &opt, &diag);
     if (!p) {
         char msg[POLICY_DIAG_LEN + 160];
         struct sbuf s;

@@ -6,10 +6,11 @@ set -eu
 # Build: compiler, pkg-config and the five base libraries plus libseccomp.
 # Tests: cmocka; real programs the integration tests run under the guard
 # (python3, git, curl, make); busybox-static and bubblewrap for the escape
-# tests and the bwrap backend; sqlite3 to inspect a store by hand in tests.
+# tests and the bwrap backend; sqlite3 to inspect a store by hand in tests;
+# strace to see which files the agent's processes open.
 PKGS="gcc clang make pkg-config libc6-dev
 libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
-python3 git curl sqlite3 busybox-static bubblewrap procps iproute2"
+python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace"
 
 missing=""
 for p in $PKGS; do

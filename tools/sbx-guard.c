@@ -261,6 +261,43 @@ static void default_name(const char *cmd, char *out, size_t outsz)
     snprintf(out, outsz, "%s-%04x", clean, r);
 }
 
+/* The compiled policy for the preload (policy_image_save): loaded from the
+ * copy with exactly the options the preload would use (preload/init.c), so
+ * that a process that takes the image decides as if it had loaded the copy.
+ * Without it the preload loads the copy: slower, the same decisions; so a
+ * failure here is only a warning. */
+static int write_policy_image(const char *copy, const char *origin,
+                              const struct policy_info *info, const char *rt_abs,
+                              const char *db_dir, const char *image)
+{
+    const char *protect[] = { rt_abs, db_dir, copy, NULL };
+    struct policy_options opt = {
+        .workspace = info->workspace, .display_path = origin, .home = info->home,
+        .protect = protect,
+    };
+    struct policy_diag *diag = calloc(1, sizeof *diag);
+    struct policy *p = diag ? policy_load(copy, &opt, diag) : NULL;
+    char err[512] = "out of memory";
+    int rc = -1;
+    if (!p && diag && diag->count)
+        strlcpy(err, diag->msg[0], sizeof err);
+    if (p)
+        rc = policy_image_save(p, image, err, sizeof err);
+    if (rc < 0)
+        fprintf(stderr, "%s: warning: no compiled policy for the agent (%s); every process "
+                "of it loads the policy itself\n", progname, err);
+    policy_free(p);
+    free(diag);
+    return rc;
+}
+
+static void remove_copies(const char *copy, const char *image)
+{
+    unlink(copy);
+    if (image[0])
+        unlink(image);
+}
+
 /* Copies SRC to DST (created 0400, exclusively): the preload reads this
  * copy, so edits to the original during the run change nothing.  The copy's
  * hash must equal the loaded policy's, or the file changed under us. */
@@ -574,17 +611,22 @@ int main(int argc, char **argv)
         die("cannot register agent '%s': %s", name, err);
 
     /* 4. The preload's private copy of the policy. */
-    char agents_dir[PATH_MAX + 16], copy[PATH_MAX * 2];
+    char agents_dir[PATH_MAX + 16], copy[PATH_MAX * 2], image[PATH_MAX * 2 + 8];
     snprintf(agents_dir, sizeof agents_dir, "%s/agents", rt_abs);
     if (sbx_mkdir_p(agents_dir, 0700) < 0)
         die("%s: %s", agents_dir, strerror(errno));
     snprintf(copy, sizeof copy, "%s/%s.yaml", agents_dir, run_id);
     write_policy_copy(policy_path, copy, info->sha256);
     g.req.policy_copy = copy;
-
-    /* 5. The agent's environment. */
     char origin[PATH_MAX];
     resolve_loose(policy_path, origin, sizeof origin);
+    snprintf(image, sizeof image, "%s%s", copy, SBX_POLICY_IMAGE_SUFFIX);
+    if (write_policy_image(copy, origin, info, rt_abs, db_dir, image) == 0)
+        g.req.policy_image = image;
+    else
+        image[0] = '\0';
+
+    /* 5. The agent's environment. */
     struct guard_env_vars vars = {
         .preload = preload, .policy_copy = copy, .policy_origin = origin,
         .workspace = info->workspace, .home = info->home,
@@ -604,7 +646,7 @@ int main(int argc, char **argv)
         snprintf(detail, sizeof detail, "cannot run %s: %s", o.cmd[0], strerror(errno));
         fprintf(stderr, "%s: %s\n", progname, detail);
         sbx_ctl_exit(g.ctl, 127, detail);
-        unlink(copy);
+        remove_copies(copy, image);
         return 127;
     }
     char prog_real[PATH_MAX];
@@ -622,7 +664,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: denied exec %s (%s)\n", progname, cmdline, rule);
         snprintf(detail, sizeof detail, "not started: the policy denies the command");
         sbx_ctl_exit(g.ctl, EXIT_DENIED, detail);
-        unlink(copy);
+        remove_copies(copy, image);
         return EXIT_DENIED;
     }
     char **argv_abs = o.cmd;
@@ -657,7 +699,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot start the agent: %s\n", progname, err);
         snprintf(detail, sizeof detail, "not started: %s", err);
         sbx_ctl_exit(g.ctl, EXIT_GUARD_FAILED, detail);
-        unlink(copy);
+        remove_copies(copy, image);
         return EXIT_GUARD_FAILED;
     }
     snprintf(detail, sizeof detail, "isolation %s: layers %s",
@@ -689,7 +731,7 @@ int main(int argc, char **argv)
     if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, exit_code, detail) < 0)
         fprintf(stderr, "%s: could not record the agent's exit: %s\n", progname,
                 strerror(errno));
-    unlink(copy);
+    remove_copies(copy, image);
     guard_env_free(envp);
     free(cmdline);
     policy_free(pol);

@@ -47,6 +47,21 @@ test_cat_cannot_read_dotenv_and_the_denial_is_stored() {
     expect_row agent=cat1 op=open-read decision=deny "target~/.env" "rule~files.read.deny"
 }
 
+test_agent_processes_take_the_compiled_policy_not_the_yaml() {
+    # Every process of the agent reads the image sbx-guard compiled (one
+    # file, no YAML parse, no path resolution), never the policy copy.
+    # (isolation none: the kernel layer refuses ptrace, which strace needs.)
+    secret
+    rc=0; guard --isolation none --name img1 --policy "$DEFAULT" -- \
+        strace -f -qq -e trace=openat -o trace.txt sh -c 'head -c0 /etc/hostname; cat .env' \
+        >/dev/null 2>&1 || rc=$?
+    assert_eq "$rc" 1 "exit status (cat .env denied)"
+    assert_eq "$(grep -c 'agents/.*\.yaml\.img", O_RDONLY|O_CLOEXEC) = [0-9]' trace.txt)" 3 \
+        "image opened by sh, cat and head"
+    assert_not_contains "$(cat trace.txt)" '.yaml", O_RDONLY' "trace"
+    expect_row agent=img1 decision=deny op=open-read target="$PWD/.env"
+}
+
 test_python_cannot_read_dotenv() {
     secret py
     rc=0; out=$(guard --isolation "$ISO" --name py1 --policy "$DEFAULT" -- \

@@ -1,0 +1,440 @@
+/*
+ * image.c — a loaded policy as one block of bytes that another process can
+ * take as it is (policy.h: policy_image_save, policy_image_load).
+ *
+ * Why: every process of an agent needs the compiled policy.  Loading it from
+ * YAML costs a parse, a hundred system calls to resolve the roots of the
+ * globs, and a PCRE2 compile per command pattern, in every child: the
+ * biggest part of what the guard adds to a short process.  sbx-guard loads
+ * the policy once, with the options the preload would use, and saves the
+ * result; a process then reads the image (open, fstat, one readv, close),
+ * turns its offsets back into pointers and decodes the PCRE2 programs.
+ *
+ * Layout: a header, then the payload.  The payload starts with a copy of
+ * struct policy; every pointer in it, and in everything it points to, is
+ * stored as (offset into the payload + 1), 0 for NULL.  One walker knows
+ * where the pointers are (walk_policy) and runs three ways: measuring,
+ * writing, and relocating.  Relocation checks every offset, every length
+ * and every enum against the payload before it is used, so a damaged or
+ * truncated image is refused, never followed; the caller then loads the
+ * YAML instead.  The PCRE2 programs are stored with pcre2_serialize_encode
+ * (which refuses a different PCRE2 build on decode).
+ *
+ * The image is for processes of the same build: the header carries a
+ * version and a layout fingerprint (struct sizes and offsets), and an image
+ * that does not match is refused.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define IMG_MAGIC "SBXPIMG"
+#define IMG_VERSION 1u
+#define IMG_ALIGN 16u
+#define IMG_MAX (64u << 20)     /* refuse anything larger: not ours */
+/* PCRE2's serialized form starts with a 16-byte header and the 1088 bytes
+ * of character tables. */
+#define PCRE2_SERIAL_MIN (16u + 1088u)
+
+struct img_hdr {
+    char magic[8];
+    uint32_t version;
+    uint32_t layout;
+    uint64_t payload;           /* bytes after the header */
+    uint64_t re_off, re_len;    /* PCRE2 programs, inside the payload */
+    uint64_t n_re;
+};
+
+/* A fingerprint of the layouts the image depends on. */
+static uint32_t layout_id(void)
+{
+    const uint64_t v[] = {
+        sizeof(struct policy), sizeof(struct policy_rule), sizeof(struct glob),
+        sizeof(struct net_match), sizeof(struct cmd_match), sizeof(struct policy_info),
+        offsetof(struct policy, cmd_decisions), offsetof(struct policy, implicit),
+        offsetof(struct policy_info, env_set_value), POLICY_LIST__COUNT,
+        PCRE2_MAJOR, PCRE2_MINOR, sizeof(void *),
+    };
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        h ^= (uint32_t)v[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+static size_t align_up(size_t n)
+{
+    return (n + IMG_ALIGN - 1) & ~(size_t)(IMG_ALIGN - 1);
+}
+
+/* ---- the walker ------------------------------------------------------------ */
+
+enum img_kind { K_STR, K_BYTES, K_ARRAY };
+enum img_mode { M_SIZE, M_WRITE, M_RELOC };
+
+struct img_op {
+    enum img_mode mode;
+    char *buf;          /* M_WRITE, M_RELOC: the payload */
+    size_t len;         /* M_SIZE, M_WRITE: bytes used so far */
+    size_t size;        /* M_RELOC: the payload's size */
+    bool bad;           /* M_RELOC: something did not check out */
+};
+
+static void *get_ptr(const void *field)
+{
+    void *v;
+    memcpy(&v, field, sizeof v);
+    return v;
+}
+
+static void set_ptr(void *field, const void *v)
+{
+    memcpy(field, &v, sizeof v);
+}
+
+/* One pointer field.  K_STR: a string; K_BYTES: N bytes, stored with a NUL
+ * after them; K_ARRAY: N bytes.  Returns where the object now is (the
+ * source while measuring, the copy while writing, the payload's object
+ * while relocating), NULL for a NULL pointer or an error. */
+static void *field(struct img_op *o, void *fld, enum img_kind k, size_t n)
+{
+    void *v = get_ptr(fld);
+    if (o->mode == M_RELOC) {
+        uintptr_t u = (uintptr_t)v;
+        if (u == 0)
+            return NULL;
+        size_t off = u - 1;
+        if (u - 1 >= o->size || off % (k == K_ARRAY ? IMG_ALIGN : 1) != 0) {
+            o->bad = true;
+            return NULL;
+        }
+        size_t room = o->size - off;
+        if (k == K_STR ? memchr(o->buf + off, '\0', room) == NULL
+                       : k == K_BYTES ? n >= room : n > room) {
+            o->bad = true;
+            return NULL;
+        }
+        set_ptr(fld, o->buf + off);
+        return o->buf + off;
+    }
+    if (v == NULL)
+        return NULL;
+    size_t bytes = k == K_STR ? strlen(v) + 1 : n + (k == K_BYTES);
+    size_t off = o->len;
+    o->len = align_up(o->len + bytes);
+    if (o->mode == M_SIZE)
+        return v;
+    if (k == K_STR) {
+        memcpy(o->buf + off, v, bytes);
+    } else {
+        memcpy(o->buf + off, v, n);
+        if (k == K_BYTES)
+            o->buf[off + n] = '\0';
+    }
+    set_ptr(fld, (void *)(uintptr_t)(off + 1));
+    return o->buf + off;
+}
+
+#define STR(f) (void)field(o, &(f), K_STR, 0)
+
+/* An array of N objects of SIZE bytes; checks N against the payload. */
+static void *array(struct img_op *o, void *fld, size_t n, size_t size)
+{
+    if (n > IMG_MAX / size) {
+        o->bad = true;
+        return NULL;
+    }
+    return field(o, fld, K_ARRAY, n * size);
+}
+
+static void walk_rule(struct img_op *o, struct policy_rule *r)
+{
+    STR(r->section);
+    STR(r->text);
+    STR(r->pattern);
+    STR(r->reason);
+    STR(r->file);
+    if (o->mode == M_RELOC && ((unsigned)r->list >= POLICY_LIST__COUNT ||
+                               (unsigned)r->net_kind > POLICY_NET_ANY))
+        o->bad = true;
+}
+
+static void walk_glob(struct img_op *o, struct glob *g)
+{
+    STR(g->pat);
+    STR(g->alt);
+    (void)field(o, &g->suf, K_BYTES, g->slen);
+    if (o->mode == M_RELOC && (unsigned)g->kind > GLOB_GENERAL)
+        o->bad = true;
+    /* the prefilter reads pat[0..plen) and suf[0..slen): both must be
+     * there (slen was checked against the payload above) */
+    if (o->mode == M_RELOC && !o->bad &&
+        (g->pat ? strlen(g->pat) < g->plen
+                : g->kind != GLOB_LITERAL || g->plen != 0 || g->alt != NULL))
+        o->bad = true;
+    if (o->mode == M_RELOC && g->slen != 0 && g->suf == NULL)
+        o->bad = true;
+}
+
+static void walk_strings(struct img_op *o, void *fld, size_t n)
+{
+    const char **a = array(o, fld, n, sizeof(char *));
+    for (size_t i = 0; a && i < n; i++)
+        STR(a[i]);
+}
+
+/* 'p' path globs, 'n' network rules, 'c' command patterns. */
+static char list_kind(int l)
+{
+    switch (l) {
+    case POLICY_CMD_DENY: case POLICY_CMD_ALLOW:
+        return 'c';
+    case POLICY_CONNECT_ALLOW: case POLICY_CONNECT_DENY:
+    case POLICY_BIND_ALLOW: case POLICY_BIND_DENY:
+        return 'n';
+    default:
+        return 'p';
+    }
+}
+
+static void walk_policy(struct img_op *o, struct policy *p)
+{
+    struct policy_info *in = &p->info;
+    STR(in->name);
+    STR(in->description);
+    STR(in->file);
+    STR(in->workspace);
+    STR(in->home);
+    walk_strings(o, &in->env_pass, in->n_env_pass);
+    walk_strings(o, &in->env_set_name, in->n_env_set);
+    walk_strings(o, &in->env_set_value, in->n_env_set);
+    STR(p->mode_name);
+    for (int l = 0; l < POLICY_LIST__COUNT; l++) {
+        size_t n = p->n_rules[l];
+        struct policy_rule *r = array(o, &p->rules[l], n, sizeof *r);
+        for (size_t i = 0; r && i < n; i++)
+            walk_rule(o, &r[i]);
+        struct glob *g = array(o, &p->globs[l], n, sizeof *g);
+        for (size_t i = 0; g && i < n; i++)
+            walk_glob(o, &g[i]);
+        struct net_match *m = array(o, &p->nets[l], n, sizeof *m);
+        for (size_t i = 0; m && i < n; i++) {
+            STR(m[i].host);
+            walk_glob(o, &m[i].unix_glob);
+            if (o->mode == M_RELOC && m[i].prefix > 128)
+                o->bad = true;
+        }
+        struct cmd_match *c = array(o, &p->cmds[l], n, sizeof *c);
+        for (size_t i = 0; c && i < n && o->mode != M_SIZE; i++) {
+            /* the programs travel separately (serialized) */
+            c[i].re = NULL;
+            atomic_init(&c[i].jitted, NULL);
+        }
+        /* what the decisions index for a non-empty list must be there */
+        if (o->mode == M_RELOC && n > 0 &&
+            (r == NULL || (list_kind(l) == 'p' && g == NULL) ||
+             (list_kind(l) == 'n' && m == NULL) || (list_kind(l) == 'c' && c == NULL)))
+            o->bad = true;
+        walk_rule(o, &p->implicit[l]);
+    }
+    walk_rule(o, &p->read_only_rule);
+    walk_rule(o, &p->net_other_rule);
+    walk_rule(o, &p->cmd_default_rule);
+}
+
+/* The command lists, deny then allow: the order of the PCRE2 programs. */
+static const enum policy_list cmd_lists[] = { POLICY_CMD_DENY, POLICY_CMD_ALLOW };
+
+/* ---- saving ---------------------------------------------------------------- */
+
+static int fail(char *err, size_t errsz, const char *what, int e)
+{
+    if (err && errsz)
+        snprintf(err, errsz, "%s: %s", what, strerror(e));
+    errno = e;
+    return -1;
+}
+
+int policy_image_save(const struct policy *p, const char *path, char *err, size_t errsz)
+{
+    /* The PCRE2 programs first: their size is part of the payload. */
+    size_t n_re = 0;
+    for (size_t k = 0; k < 2; k++)
+        n_re += p->cmds[cmd_lists[k]] ? p->n_rules[cmd_lists[k]] : 0;
+    const pcre2_code **codes = NULL;
+    uint8_t *re_bytes = NULL;
+    PCRE2_SIZE re_len = 0;
+    if (n_re > 0) {
+        codes = calloc(n_re, sizeof *codes);
+        if (!codes)
+            return fail(err, errsz, "policy image", ENOMEM);
+        size_t j = 0;
+        for (size_t k = 0; k < 2; k++) {
+            enum policy_list l = cmd_lists[k];
+            for (size_t i = 0; p->cmds[l] && i < p->n_rules[l]; i++)
+                codes[j++] = p->cmds[l][i].re;
+        }
+        int32_t rc = pcre2_serialize_encode(codes, (int32_t)n_re, &re_bytes, &re_len, NULL);
+        free(codes);
+        if (rc < 0)
+            return fail(err, errsz, "policy image: cannot serialize the command patterns",
+                        EINVAL);
+    }
+
+    /* Measure, then write into one zeroed buffer. */
+    /* measuring reads the policy and changes nothing */
+    struct img_op o = { .mode = M_SIZE, .len = align_up(sizeof *p) };
+    walk_policy(&o, (struct policy *)p);
+    size_t re_off = o.len;
+    size_t total = align_up(re_off + re_len);
+    char *buf = calloc(1, total);
+    if (!buf) {
+        pcre2_serialize_free(re_bytes);
+        return fail(err, errsz, "policy image", ENOMEM);
+    }
+    memcpy(buf, p, sizeof *p);
+    struct policy *q = (struct policy *)buf;
+    memset(&q->arena, 0, sizeof q->arena);
+    atomic_init(&q->cmd_decisions, 0);
+    o = (struct img_op){ .mode = M_WRITE, .buf = buf, .len = align_up(sizeof *q) };
+    walk_policy(&o, q);
+    if (re_len)
+        memcpy(buf + re_off, re_bytes, re_len);
+    pcre2_serialize_free(re_bytes);
+
+    struct img_hdr h = { .version = IMG_VERSION, .layout = layout_id(), .payload = total,
+                         .re_off = re_off, .re_len = re_len, .n_re = n_re };
+    memcpy(h.magic, IMG_MAGIC, sizeof h.magic);
+
+    int rc = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+    if (fd < 0) {
+        rc = fail(err, errsz, path, errno);
+    } else {
+        struct iovec iov[2] = { { &h, sizeof h }, { buf, total } };
+        ssize_t w = writev(fd, iov, 2);
+        if (w != (ssize_t)(sizeof h + total))
+            rc = fail(err, errsz, path, w < 0 ? errno : EIO);
+        if (close(fd) < 0 && rc == 0)
+            rc = fail(err, errsz, path, errno);
+        if (rc < 0)
+            unlink(path);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- loading --------------------------------------------------------------- */
+
+struct policy *policy_image_load(const char *path, char *err, size_t errsz)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fail(err, errsz, path, errno);
+        return NULL;
+    }
+    struct stat st;
+    struct img_hdr h;
+    struct arena a = { 0 };
+    char *buf = NULL;
+    const char *why = NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        why = "not a regular file";
+    } else if ((uint64_t)st.st_size < sizeof h + sizeof(struct policy) ||
+               (uint64_t)st.st_size > IMG_MAX + sizeof h) {
+        why = "not a policy image (size)";
+    } else {
+        size_t payload = (size_t)st.st_size - sizeof h;
+        buf = arena_alloc(&a, payload);
+        if (!buf) {
+            close(fd);
+            fail(err, errsz, path, ENOMEM);
+            return NULL;
+        }
+        struct iovec iov[2] = { { &h, sizeof h }, { buf, payload } };
+        ssize_t r = readv(fd, iov, 2);
+        if (r != st.st_size)
+            why = "short read";
+        else if (memcmp(h.magic, IMG_MAGIC, sizeof h.magic) != 0)
+            why = "not a policy image";
+        else if (h.version != IMG_VERSION || h.layout != layout_id())
+            why = "made by another build of sbx";
+        else if (h.payload != payload || h.re_off > payload || h.re_off < sizeof(struct policy) || h.re_len > payload - h.re_off ||
+                 h.n_re > INT32_MAX)
+            why = "damaged (sizes)";
+    }
+    close(fd);
+    if (why) {
+        arena_free(&a);
+        if (err && errsz)
+            snprintf(err, errsz, "%s: %s", path, why);
+        errno = EINVAL;
+        return NULL;
+    }
+
+    struct policy *p = (struct policy *)buf;
+    struct img_op o = { .mode = M_RELOC, .buf = buf, .size = h.re_off };
+    walk_policy(&o, p);
+    size_t want_re = 0;
+    for (size_t k = 0; k < 2; k++)
+        want_re += p->cmds[cmd_lists[k]] ? p->n_rules[cmd_lists[k]] : 0;
+    if (!o.bad && want_re != h.n_re)
+        o.bad = true;
+    p->arena = a;
+    atomic_init(&p->cmd_decisions, 0);
+    if (o.bad) {
+        /* no program decoded yet: cmd_free_all frees nothing */
+        for (size_t k = 0; k < 2; k++)
+            p->cmds[cmd_lists[k]] = NULL;
+        policy_free(p);
+        if (err && errsz)
+            snprintf(err, errsz, "%s: damaged (a pointer or a value is out of range)", path);
+        errno = EINVAL;
+        return NULL;
+    }
+    if (h.n_re > 0 &&
+        pcre2_serialize_get_number_of_codes((const uint8_t *)buf + h.re_off) != (int32_t)h.n_re) {
+        for (size_t k = 0; k < 2; k++)
+            p->cmds[cmd_lists[k]] = NULL;
+        policy_free(p);
+        if (err && errsz)
+            snprintf(err, errsz, "%s: damaged (command patterns)", path);
+        errno = EINVAL;
+        return NULL;
+    }
+    if (h.n_re > 0) {
+        pcre2_code **codes = calloc(h.n_re, sizeof *codes);
+        int32_t rc = codes ? pcre2_serialize_decode(codes, (int32_t)h.n_re,
+                                                    (const uint8_t *)buf + h.re_off, NULL)
+                           : PCRE2_ERROR_NOMEMORY;
+        if (rc != (int32_t)h.n_re) {
+            for (int32_t i = 0; codes && i < rc; i++)
+                pcre2_code_free(codes[i]);
+            free(codes);
+            for (size_t k = 0; k < 2; k++)
+                p->cmds[cmd_lists[k]] = NULL;
+            policy_free(p);
+            if (err && errsz)
+                snprintf(err, errsz, "%s: the command patterns cannot be decoded (%d)", path,
+                         (int)rc);
+            errno = EINVAL;
+            return NULL;
+        }
+        size_t j = 0;
+        for (size_t k = 0; k < 2; k++) {
+            enum policy_list l = cmd_lists[k];
+            for (size_t i = 0; p->cmds[l] && i < p->n_rules[l]; i++)
+                p->cmds[l][i].re = codes[j++];
+        }
+        free(codes);
+    }
+    return p;
+}
