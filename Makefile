@@ -153,12 +153,16 @@ $(BUILD)/lib/%.a:
 # exports only its interposers (everything else is -fvisibility=hidden).  It
 # never links SQLite.  It is built without sanitizers: it is loaded into
 # programs that are not.
-PRELOAD_CFLAGS = $(filter-out $(SANFLAGS),$(ALL_CFLAGS))
-$(BUILD)/preload-obj/%.o: %.c
+# lazylib.h renames the libpcre2/libyaml calls to stand-ins that dlopen the
+# library at first use; compat.c has the libbsd/libmd functions: so the
+# preload needs none of those four libraries at load time.
+PRELOAD_CFLAGS = $(filter-out $(SANFLAGS),$(ALL_CFLAGS)) -include preload/lazylib.h
+$(BUILD)/preload-obj/%.o: %.c preload/lazylib.h Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -MMD -MP -c $< -o $@
 
-PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/preload-obj/%.o,$(PRELOAD_SRC) $(POLICY_SRC) $(COMMON_SRC)) \
+PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/preload-obj/%.o,$(PRELOAD_SRC) $(POLICY_SRC) $(COMMON_SRC) \
+                auditd/sha256.c) \
               $(BUILD)/preload-obj/gen/default_policy.o
 $(BUILD)/preload-obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -166,8 +170,7 @@ $(BUILD)/preload-obj/gen/%.o: $(BUILD)/gen/%.c
 
 $(PRELOAD_SO): $(PRELOAD_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ $(LDFLAGS) \
-	    $(shell pkg-config --libs yaml-0.1 libpcre2-8 libbsd libmd 2>/dev/null) -lpthread -ldl
+	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ $(LDFLAGS) -lpthread -ldl
 
 # ---- programs --------------------------------------------------------------
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <bsd/string.h>
 
@@ -37,6 +38,52 @@ int cmd_compile(struct policy *p, enum policy_list l, size_t i, const char *patt
     p->cmds[l][i].re = re;
     atomic_init(&p->cmds[l][i].jitted, NULL);
     return 0;
+}
+
+/* Decodes the programs of a policy loaded from an image: one thread does,
+ * others wait for it (boundedly: in a child forked while another thread
+ * was decoding, nobody ever finishes; that child's command decisions then
+ * fail closed).  The preload decodes before fork (policy_prepare). */
+int cmd_prepare(const struct policy *cp)
+{
+    struct policy *p = (struct policy *)cp;     /* a cache, not a change */
+    int st = atomic_load_explicit(&p->re_state, memory_order_acquire);
+    if (st == RE_READY)
+        return 0;
+    if (st == RE_PENDING &&
+        atomic_compare_exchange_strong(&p->re_state, &st, RE_BUSY)) {
+        static const enum policy_list lists[] = { POLICY_CMD_DENY, POLICY_CMD_ALLOW };
+        size_t n = p->n_re_serial;
+        pcre2_code **codes = calloc(n, sizeof *codes);
+        int32_t rc = PCRE2_ERROR_NOMEMORY;
+        if (codes && pcre2_serialize_get_number_of_codes(p->re_serial) == (int32_t)n)
+            rc = pcre2_serialize_decode(codes, (int32_t)n, p->re_serial, NULL);
+        if (rc != (int32_t)n) {
+            for (int32_t i = 0; codes && i < rc; i++)
+                pcre2_code_free(codes[i]);
+            free(codes);
+            atomic_store_explicit(&p->re_state, RE_FAILED, memory_order_release);
+            return -1;
+        }
+        size_t j = 0;
+        for (size_t k = 0; k < 2; k++)
+            for (size_t i = 0; p->cmds[lists[k]] && i < p->n_rules[lists[k]]; i++)
+                p->cmds[lists[k]][i].re = codes[j++];
+        free(codes);
+        atomic_store_explicit(&p->re_state, RE_READY, memory_order_release);
+        return 0;
+    }
+    for (int i = 0; i < 20000 && st == RE_BUSY; i++) {     /* up to ~2 s */
+        struct timespec ts = { 0, 100000 };
+        nanosleep(&ts, NULL);
+        st = atomic_load_explicit(&p->re_state, memory_order_acquire);
+    }
+    return st == RE_READY ? 0 : -1;
+}
+
+int policy_prepare(const struct policy *p)
+{
+    return cmd_prepare(p);
 }
 
 void cmd_free_all(struct policy *p)
@@ -97,6 +144,8 @@ static void count_decision(const struct policy *p)
 static int re_match(const struct cmd_match *c, pcre2_match_data *md, const char *s, size_t n)
 {
     pcre2_code *j = atomic_load_explicit((_Atomic(pcre2_code *) *)&c->jitted, memory_order_acquire);
+    if (j == NULL && c->re == NULL)
+        return -1;
     int rc = j != NULL ? pcre2_jit_match(j, (PCRE2_SPTR)s, n, 0, 0, md, NULL)
                        : pcre2_match(c->re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
     if (rc >= 0)
@@ -239,6 +288,9 @@ static enum sbx_decision decide_line(const struct policy *p, const char *line,
     if (p->n_rules[POLICY_CMD_DENY] == 0 && p->n_rules[POLICY_CMD_ALLOW] == 0)
         return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_ALLOW,
                                   "no command rules", false);
+    if (cmd_prepare(p) < 0)
+        return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
+                                  "the command rules could not be prepared", true);
     count_decision(p);
     md = pcre2_match_data_create(1, NULL);
     if (md == NULL)

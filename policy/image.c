@@ -8,7 +8,8 @@
  * biggest part of what the guard adds to a short process.  sbx-guard loads
  * the policy once, with the options the preload would use, and saves the
  * result; a process then reads the image (open, fstat, one readv, close),
- * turns its offsets back into pointers and decodes the PCRE2 programs.
+ * turns its offsets back into pointers; the PCRE2 programs are decoded at
+ * the first command decision (command.c: cmd_prepare).
  *
  * Layout: a header, then the payload.  The payload starts with a copy of
  * struct policy; every pointer in it, and in everything it points to, is
@@ -265,6 +266,8 @@ static int fail(char *err, size_t errsz, const char *what, int e)
 
 int policy_image_save(const struct policy *p, const char *path, char *err, size_t errsz)
 {
+    if (cmd_prepare(p) < 0)
+        return fail(err, errsz, "policy image: the command patterns are not available", EINVAL);
     /* The PCRE2 programs first: their size is part of the payload. */
     size_t n_re = 0;
     for (size_t k = 0; k < 2; k++)
@@ -304,6 +307,9 @@ int policy_image_save(const struct policy *p, const char *path, char *err, size_
     struct policy *q = (struct policy *)buf;
     memset(&q->arena, 0, sizeof q->arena);
     atomic_init(&q->cmd_decisions, 0);
+    q->re_serial = NULL;
+    q->n_re_serial = 0;
+    atomic_init(&q->re_state, RE_READY);
     o = (struct img_op){ .mode = M_WRITE, .buf = buf, .len = align_up(sizeof *q) };
     walk_policy(&o, q);
     if (re_len)
@@ -400,41 +406,9 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz)
         errno = EINVAL;
         return NULL;
     }
-    if (h.n_re > 0 &&
-        pcre2_serialize_get_number_of_codes((const uint8_t *)buf + h.re_off) != (int32_t)h.n_re) {
-        for (size_t k = 0; k < 2; k++)
-            p->cmds[cmd_lists[k]] = NULL;
-        policy_free(p);
-        if (err && errsz)
-            snprintf(err, errsz, "%s: damaged (command patterns)", path);
-        errno = EINVAL;
-        return NULL;
-    }
-    if (h.n_re > 0) {
-        pcre2_code **codes = calloc(h.n_re, sizeof *codes);
-        int32_t rc = codes ? pcre2_serialize_decode(codes, (int32_t)h.n_re,
-                                                    (const uint8_t *)buf + h.re_off, NULL)
-                           : PCRE2_ERROR_NOMEMORY;
-        if (rc != (int32_t)h.n_re) {
-            for (int32_t i = 0; codes && i < rc; i++)
-                pcre2_code_free(codes[i]);
-            free(codes);
-            for (size_t k = 0; k < 2; k++)
-                p->cmds[cmd_lists[k]] = NULL;
-            policy_free(p);
-            if (err && errsz)
-                snprintf(err, errsz, "%s: the command patterns cannot be decoded (%d)", path,
-                         (int)rc);
-            errno = EINVAL;
-            return NULL;
-        }
-        size_t j = 0;
-        for (size_t k = 0; k < 2; k++) {
-            enum policy_list l = cmd_lists[k];
-            for (size_t i = 0; p->cmds[l] && i < p->n_rules[l]; i++)
-                p->cmds[l][i].re = codes[j++];
-        }
-        free(codes);
-    }
+    /* decoded at the first command decision (command.c: cmd_prepare) */
+    p->re_serial = h.n_re > 0 ? (const uint8_t *)buf + h.re_off : NULL;
+    p->n_re_serial = h.n_re;
+    atomic_init(&p->re_state, h.n_re > 0 ? RE_PENDING : RE_READY);
     return p;
 }

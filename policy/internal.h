@@ -121,7 +121,18 @@ struct policy {
     struct policy_rule net_other_rule;  /* families the network rules do not govern */
     struct policy_rule cmd_default_rule;/* no command rule: allowed */
     atomic_uint cmd_decisions;          /* command lines decided so far */
+
+    /* A policy taken from an image (image.c) gets its PCRE2 programs at
+     * its first command decision, not at load: most processes of an agent
+     * never decide a command line, and decoding needs libpcre2, which the
+     * preload then loads only in the processes that do (command.c:
+     * cmd_prepare).  re_serial points into the image. */
+    const uint8_t *re_serial;
+    size_t n_re_serial;
+    _Atomic int re_state;               /* RE_READY (0), RE_PENDING, ... */
 };
+
+enum { RE_READY = 0, RE_PENDING, RE_BUSY, RE_FAILED };
 
 /* decide.c: fills V for RULE and the decision the policy makes. */
 enum sbx_decision policy_verdict_set(const struct policy *p, struct policy_verdict *v,
@@ -133,6 +144,9 @@ enum sbx_decision policy_verdict_set(const struct policy *p, struct policy_verdi
 int cmd_compile(struct policy *p, enum policy_list l, size_t i, const char *pattern,
                 size_t len, char *err, size_t errsz, size_t *erroff);
 void cmd_free_all(struct policy *p);
+/* Makes the PCRE2 programs of P usable (decodes them if P came from an
+ * image); 0, or -1 if they cannot be (then every command decision denies). */
+int cmd_prepare(const struct policy *p);
 
 /* path.c */
 int path_join_fold(const char *base, const char *path, char *out, size_t outsz,

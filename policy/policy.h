@@ -71,6 +71,10 @@ void policy_free(struct policy *p);
  * message in ERR. */
 int policy_image_save(const struct policy *p, const char *path, char *err, size_t errsz);
 struct policy *policy_image_load(const char *path, char *err, size_t errsz);
+/* Finishes what a policy from an image left for its first use (decoding
+ * the command patterns), so that a child forked next does not have to.
+ * 0, or -1 if it cannot (then command decisions deny). */
+int policy_prepare(const struct policy *p);
 
 /* ---- rules ---------------------------------------------------------------- */
 

@@ -210,7 +210,8 @@ static int self_tid(void)
  * other threads are gone and may have held those locks (or the allocator's,
  * if it is not glibc's), that can hang for good.  It is also cheaper: a
  * shell that only forks and execs loads the policy once, not once per
- * command.  If another thread is loading, fork waits for it.
+ * command.  If another thread is loading, fork waits for it.  A loaded
+ * policy finishes its preparation (policy_prepare) here too.
  * This runs before glibc takes its malloc and stdio locks (only its fork
  * handler lock is held), and loading takes no lock the forking thread
  * could hold and registers no fork handler (that was phase 1).  A fork from
@@ -223,6 +224,16 @@ static void fork_prepare(void)
             if (enter_slow(1))
                 guard_leave();
             continue;
+        }
+        if (s == ST_ACTIVE && depth == 0 && guard_policy) {
+            /* A policy from the image decodes its command patterns (and
+             * loads libpcre2) at first use: here, not in a child of a
+             * threaded program, where dlopen could find the loader's lock
+             * held by a thread that is gone. */
+            depth = 1;
+            (void)policy_prepare(guard_policy);
+            depth = 0;
+            return;
         }
         if ((s != ST_LOAD && s != ST_CAPTURE) || atomic_load(&owner_tid) == self_tid())
             return;
