@@ -34,6 +34,8 @@
 #define BATCH_MS        50
 #define DRAIN_BUDGET    4096        /* records per ring per loop turn */
 #define RETRY_MS        1000        /* after a failed commit */
+#define LINGER_MS       50          /* after the last event: poll, not sleep, */
+#define POLL_MS         1           /* ... every POLL_MS */
 #define PRUNE_EVERY_MS  3600000
 
 uint64_t daemon_now_ms(void)
@@ -255,7 +257,12 @@ static void turn(struct daemon *d)
         got = rings_drain(d, DRAIN_BUDGET, false);
     }
     size_t pending = audit_store_pending(d->store);
-    if (pending && (got == 0 || pending >= BATCH_ROWS ||
+    /* Events came a moment ago: more are likely (an agent at work).  Then
+     * the batch grows until BATCH_MS or BATCH_ROWS rather than being
+     * committed each time the rings are empty for an instant, and the
+     * producers are not asked to wake us (see below). */
+    bool lingering = now - d->last_busy_ms < LINGER_MS;
+    if (pending && ((got == 0 && !lingering) || pending >= BATCH_ROWS ||
                     rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
                     now - d->batch_started_ms >= BATCH_MS))
         daemon_commit(d, false);
@@ -273,6 +280,12 @@ static void turn(struct daemon *d)
     if (now < d->store_retry_ms) {
         /* The store failed: the rings hold the events; try again later. */
         timeout = (int)(d->store_retry_ms - now);
+    } else if (got == 0 && lingering) {
+        /* Caught up, but lingering: look again in POLL_MS rather than ask
+         * the producers to wake us: a wake-up is a write(2) on the
+         * producer's hot path, and an agent opening files in a loop would
+         * pay it on nearly every event. */
+        timeout = POLL_MS;
     } else if (got == 0 && audit_store_pending(d->store) == 0) {
         /* Idle: ask producers to wake us, unless one slipped in. */
         timeout = rings_prepare_sleep(d) ? 0 : now - d->last_busy_ms < 1000 ? 1000 : 10000;
@@ -282,6 +295,10 @@ static void turn(struct daemon *d)
     for (struct agent *a = d->agents; a; a = a->next)
         if (a->kill && (timeout == -1 || timeout > 100))
             timeout = 100;
+    /* The head file lags the store by at most its interval. */
+    int hw = audit_store_flush_head(d->store);
+    if (hw >= 0 && (timeout < 0 || timeout > hw))
+        timeout = hw;
     struct epoll_event ev[64];
     int n = epoll_wait(d->epfd, ev, 64, timeout);
     if (slept)

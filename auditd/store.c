@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bsd/string.h>
@@ -264,12 +265,16 @@ fail:
     return -1;
 }
 
+static int write_head(struct audit_store *st, bool durable);
+
 void audit_store_close(struct audit_store *st)
 {
     if (!st)
         return;
     if (st->in_txn)
         audit_store_rollback(st);
+    if (st->head_dirty && !st->ro)
+        (void)write_head(st, false);
     sqlite3_finalize(st->ins);
     sqlite3_finalize(st->agent_ins);
     sqlite3_finalize(st->agent_end);
@@ -502,10 +507,20 @@ void audit_store_rollback(struct audit_store *st)
     memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
 }
 
+#define HEAD_EVERY_MS 200
+
+static uint64_t head_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* Rewrites the head file: write a temporary, then rename over (atomic for
  * readers).  DURABLE syncs the file and the directory. */
 static int write_head(struct audit_store *st, bool durable)
 {
+    st->head_ms = head_now_ms();
     char tmp[sizeof st->head + 8], hex[2 * AUDIT_HASH_LEN + 1], buf[200];
     snprintf(tmp, sizeof tmp, "%s.tmp", st->head);
     for (int i = 0; i < AUDIT_HASH_LEN; i++)
@@ -522,6 +537,7 @@ static int write_head(struct audit_store *st, bool durable)
     close(fd);
     if (rename(tmp, st->head) < 0)
         goto fail;
+    st->head_dirty = false;
     if (durable) {
         char dir[sizeof st->path];
         strlcpy(dir, st->path, sizeof dir);
@@ -567,6 +583,24 @@ int audit_store_commit(struct audit_store *st, bool durable)
     st->last_id = st->t_id;
     memcpy(st->last_hash, st->t_hash, AUDIT_HASH_LEN);
     /* The rows are committed; a head file that fails to update only makes
-     * verify report "head behind", which the next commit repairs. */
+     * verify report "head behind", which the next commit repairs.  A
+     * routine commit rewrites it at most every HEAD_EVERY_MS (a write and a
+     * rename cost more than the commit of a small batch); the daemon writes
+     * what is left when it goes idle (audit_store_flush_head). */
+    if (!durable && head_now_ms() - st->head_ms < HEAD_EVERY_MS) {
+        st->head_dirty = true;
+        return 0;
+    }
     return write_head(st, durable) < 0 && durable ? -1 : 0;
+}
+
+int audit_store_flush_head(struct audit_store *st)
+{
+    if (!st->head_dirty)
+        return -1;
+    uint64_t now = head_now_ms(), due = st->head_ms + HEAD_EVERY_MS;
+    if (now < due)
+        return (int)(due - now);
+    (void)write_head(st, false);
+    return st->head_dirty ? HEAD_EVERY_MS : -1;
 }

@@ -86,6 +86,10 @@ size_t audit_store_pending(const struct audit_store *st);
  * synced to disk (synchronous=FULL) and so is the head file before this
  * returns.  On failure the batch is rolled back and -1 returned. */
 int audit_store_commit(struct audit_store *st, bool durable);
+/* Writes the head file if commits since the last one left it behind and it
+ * is due.  -1: nothing left to write; else the milliseconds until it is
+ * due (call again then). */
+int audit_store_flush_head(struct audit_store *st);
 void audit_store_rollback(struct audit_store *st);
 /* Fault injection for the tests: while the file PATH exists, every commit
  * fails as a full disk would (NULL or "" turns it off). */

@@ -1,0 +1,74 @@
+/* rerun N [-p PRE] -- CMD [ARG...]: runs CMD N times (posix_spawnp, as an
+ * agent's tool call would), PRE (a shell command, untimed) before each,
+ * and prints the median wall time of CMD: "MS ms per run".
+ *
+ * bench/macro.py runs it bare and as the agent under sbx-guard: the ratio
+ * is what a guarded agent pays per command it runs, without sbx-guard's
+ * own start-up, which happens once per agent session and is measured on
+ * its own.  (Not a bench_* binary: it takes arguments.) */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+extern char **environ;
+
+static int run(char *const argv[])
+{
+    pid_t pid;
+    int st;
+    if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) != 0) {
+        perror(argv[0]);
+        return -1;
+    }
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "rerun: %s failed\n", argv[0]);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    if (argc < 4)
+        goto usage;
+    int n = atoi(argv[i++]);
+    char *pre = NULL;
+    if (strcmp(argv[i], "-p") == 0 && i + 1 < argc) {
+        pre = argv[i + 1];
+        i += 2;
+    }
+    if (n < 1 || i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc)
+        goto usage;
+    char **cmd = argv + i + 1;
+    char *sh[] = { "/bin/sh", "-c", pre, NULL };
+    double *ms = calloc((size_t)n, sizeof *ms);
+    if (!ms)
+        return 1;
+    for (int k = 0; k < n; k++) {
+        if (pre && run(sh) < 0)
+            return 1;
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        if (run(cmd) < 0)
+            return 1;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        ms[k] = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+    }
+    qsort(ms, (size_t)n, sizeof *ms, cmp);
+    printf("%.3f ms per run\n", ms[n / 2]);
+    free(ms);
+    return 0;
+usage:
+    fprintf(stderr, "usage: rerun N [-p PRE] -- CMD [ARG...]\n");
+    return 2;
+}
