@@ -72,6 +72,7 @@ struct own_fd {
 
 struct emit_proc {
     _Atomic uint32_t state;
+    pid_t owner;            /* the process that registered the ring */
     struct sbx_ring_hdr *ring;
     struct sbx_ring_slot *slots;
     struct own_fd memfd, efd, sock;
@@ -349,6 +350,7 @@ static int create_ring(struct emit_proc *p)
     if (s < 0)
         goto fail;
     p->ring = h;
+    p->owner = (pid_t)syscall(SYS_getpid);
     p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
     p->memfd = own(memfd);
     p->efd = own(efd);
@@ -392,6 +394,14 @@ static int ensure_ring(void)
         uint32_t st = atomic_load_explicit(&p->state, memory_order_acquire);
         if (st == ST_READY && !atomic_load_explicit(&p->ring->gone, memory_order_acquire))
             return 0;
+        /* A vfork child shares our memory but not our descriptors: what it
+         * registered would be ours without being usable by us.  It writes
+         * into our ring while that is live (sbx_emit_prepare_vfork made
+         * sure it was), and fails closed otherwise.  Slow path only. */
+        if (st == ST_READY && p->owner != (pid_t)syscall(SYS_getpid)) {
+            set_error("the event ring went away while a vfork child was running");
+            return -1;
+        }
         if (st != ST_BUSY &&
             atomic_compare_exchange_strong(&p->state, &st, ST_BUSY)) {
             int rc = st == ST_READY ? reregister(p) : create_ring(p);
@@ -569,6 +579,17 @@ int sbx_emit(const struct sbx_event_desc *ev)
         atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed))
         wake_daemon(p);
     return 0;
+}
+
+int sbx_emit_prepare_vfork(void)
+{
+    if (!cfg.inited || !proc)
+        return -1;
+    struct emit_proc *p = proc;
+    if (atomic_load_explicit(&p->state, memory_order_acquire) == ST_READY &&
+        !atomic_load_explicit(&p->ring->gone, memory_order_relaxed))
+        return 0;
+    return ensure_ring();
 }
 
 bool sbx_emit_killed(void)

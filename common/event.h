@@ -57,6 +57,12 @@ int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *age
  * too long): the caller then fails closed. */
 int sbx_emit(const struct sbx_event_desc *ev);
 
+/* Before a vfork: makes sure this process has a live, registered ring, so
+ * that the child (which shares our memory, not our descriptors) writes its
+ * events into it and never registers one of its own.  0, or -1 (then fork
+ * instead). */
+int sbx_emit_prepare_vfork(void);
+
 /* True once the daemon has soft-killed this agent: every further guarded
  * call must fail with EPERM.  One atomic load. */
 bool sbx_emit_killed(void);

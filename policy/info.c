@@ -35,6 +35,33 @@ void policy_free(struct policy *p)
     arena_free(&a);
 }
 
+int policy_set_display_path(struct policy *p, const char *path)
+{
+    const char *old = p->info.file;
+    char *name = arena_strdup(&p->arena, path);
+    if (!name) {
+        errno = ENOMEM;
+        return -1;
+    }
+    /* Every rule written in the policy file points at info.file (rules
+     * taken from the shipped default say "default.yaml", protect rules
+     * "sbx"): the same pointer, so the same rules get the new name. */
+    for (int l = 0; l < POLICY_LIST__COUNT; l++) {
+        for (size_t i = 0; i < p->n_rules[l]; i++)
+            if (p->rules[l][i].file == old)
+                p->rules[l][i].file = name;
+        if (p->implicit[l].file == old)
+            p->implicit[l].file = name;
+    }
+    struct policy_rule *extra[] = { &p->read_only_rule, &p->net_other_rule,
+                                    &p->cmd_default_rule };
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        if (extra[i]->file == old)
+            extra[i]->file = name;
+    p->info.file = name;
+    return 0;
+}
+
 int values_finish(struct loader *ld, const struct policy_options *opt)
 {
     static const enum policy_list allows[] = {

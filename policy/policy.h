@@ -75,6 +75,10 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz);
  * the command patterns), so that a child forked next does not have to.
  * 0, or -1 if it cannot (then command decisions deny). */
 int policy_prepare(const struct policy *p);
+/* Renames the policy file in P's rule locations and info (sbx-guard loads
+ * with the path as the user gave it, for its messages, and hands the agent
+ * the policy with the absolute one).  0 or -1. */
+int policy_set_display_path(struct policy *p, const char *path);
 
 /* ---- rules ---------------------------------------------------------------- */
 

@@ -41,6 +41,7 @@ REAL_SLOT(posix_spawn);
 REAL_SLOT(posix_spawn_file_actions_addopen);
 REAL_SLOT(system);
 REAL_SLOT(popen);
+REAL_SLOT(vfork);
 
 #define ENV_RESTORED_NOTE "the environment sbx-guard set (LD_PRELOAD, SBX_*) was restored"
 
@@ -427,16 +428,64 @@ SBX_EXPORT FILE *popen(const char *cmd, const char *type)
     return real(cmd, type);
 }
 
-/* vfork() becomes fork().  A vfork child shares the parent's memory until
- * it execs, and what the guard does before an exec (the policy's command
- * matching may allocate; the emitter registers a ring for the child and
- * keeps its state in memory) would then happen in the parent's memory: the
- * parent would be left believing it owns the child's ring (dash, which
- * vforks for every command, then failed every later event).  fork() is
- * what vfork() is allowed to be; a program cannot tell, except by speed.
- * A function cannot return twice into one stack frame, so there is no way
- * to wrap the real vfork anyway.  posix_spawn's internal CLONE_VM child
- * runs only libc's own code and is left alone. */
+/* vfork.  A vfork child shares the parent's memory until it execs, so
+ * everything the guard does in it must already be in place: the policy
+ * loaded and its command patterns decoded (no dlopen, no first-time
+ * allocation in the child), the real exec functions looked up, and the
+ * parent's event ring registered, which the child then writes into (its
+ * events carry the parent's pid until it execs, as with posix_spawn's
+ * helper; it never registers a ring of its own: emit.c).  guard_vfork_prepare
+ * does that in the parent; if it cannot, vfork becomes fork(), which is
+ * what vfork() is allowed to be.
+ *
+ * A function cannot return twice into one stack frame, so the interposer
+ * is a few instructions of assembly that call guard_vfork_prepare and then
+ * jump to the real vfork, which returns straight to our caller, in both
+ * processes.  Keeping vfork matters: a shell, make and the compiler driver
+ * start every command with it, and fork copies the page tables and makes
+ * the parent copy every page it writes until the child has exec'd. */
+void *guard_real_vfork;
+
+int guard_vfork_prepare(void);
+int guard_vfork_prepare(void)
+{
+    if (!guard_real_vfork)
+        guard_real_vfork = guard_real(&real_slot_vfork, "vfork");
+    if (!guard_real_vfork)
+        return -1;
+    if (!guard_enter())
+        return guard_inside() ? -1 : 0;     /* not guarded: vfork as it is */
+    int rc = 0;
+    if (guard_policy)
+        (void)policy_prepare(guard_policy);
+    if (!REAL(execve) || !REAL(fexecve) || !REAL(execveat) || sbx_emit_prepare_vfork() < 0)
+        rc = -1;
+    guard_leave();
+    return rc;
+}
+
+#if defined(__x86_64__)
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .globl vfork\n"
+    "    .type vfork, @function\n"
+    "vfork:\n"
+    "    .cfi_startproc\n"
+    "    subq $8, %rsp\n"
+    "    .cfi_adjust_cfa_offset 8\n"
+    "    call guard_vfork_prepare\n"
+    "    addq $8, %rsp\n"
+    "    .cfi_adjust_cfa_offset -8\n"
+    "    testl %eax, %eax\n"
+    "    jnz 1f\n"
+    "    jmp *guard_real_vfork(%rip)\n"
+    "1:  jmp fork@PLT\n"
+    "    .cfi_endproc\n"
+    "    .size vfork, .-vfork\n"
+    "    .globl __vfork\n"
+    "    .set __vfork, vfork\n");
+#else
 SBX_EXPORT pid_t vfork(void)
 {
     return fork();
@@ -447,3 +496,4 @@ SBX_EXPORT pid_t __vfork(void)
 {
     return fork();
 }
+#endif

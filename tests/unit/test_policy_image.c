@@ -201,6 +201,28 @@ static void test_the_shipped_default_survives_the_round_trip(void **state)
     unlink(path);
 }
 
+static void test_renaming_the_policy_file_renames_its_rules_only(void **state)
+{
+    (void)state;
+    struct policy_options opt = { .workspace = "/tmp", .home = "/root" };
+    static struct policy_diag d;
+    struct policy *p = policy_load_buffer("rel/image.yaml", yaml, sizeof yaml - 1, &opt, &d);
+    assert_non_null(p);
+    assert_int_equal(policy_set_display_path(p, "/abs/image.yaml"), 0);
+    assert_string_equal(policy_info(p)->file, "/abs/image.yaml");
+    const struct policy_rule *r;
+    size_t n = policy_rules(p, POLICY_READ_DENY, &r);
+    assert_true(n > 0);
+    char text[512];
+    policy_rule_format(&r[0], text, sizeof text);
+    assert_non_null(strstr(text, "/abs/image.yaml:"));
+    /* a rule the file does not have comes from the shipped default */
+    n = policy_rules(p, POLICY_EXEC_DENY, &r);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(r[i].file, "default.yaml");
+    policy_free(p);
+}
+
 static void test_saving_never_replaces_an_existing_file(void **state)
 {
     (void)state;
@@ -300,6 +322,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_image_decides_like_the_policy_it_was_saved_from),
         cmocka_unit_test(test_the_shipped_default_survives_the_round_trip),
+        cmocka_unit_test(test_renaming_the_policy_file_renames_its_rules_only),
         cmocka_unit_test(test_saving_never_replaces_an_existing_file),
         cmocka_unit_test(test_a_damaged_image_is_refused),
     };
