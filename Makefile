@@ -103,23 +103,26 @@ deps:
 
 # Each of test, demo, bench installs what is missing, then builds and runs in
 # a fresh make, so that pkg-config sees the packages deps just installed.
+# That make builds in parallel unless the user chose -j already.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUBJ = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(JOBS))
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) $(SUBJ) --no-print-directory all
 	@BUILD=$(BUILD) sh tests/run.sh
 
 check: all
 	@BUILD=$(BUILD) sh tests/run.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) $(SUBJ) --no-print-directory all
 	@BUILD=$(BUILD) sh examples/demo.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) $(SUBJ) --no-print-directory all
 	@BUILD=$(BUILD) sh bench/run.sh
 
 sanitize: deps
-	@$(MAKE) --no-print-directory SAN=1 all
+	@$(MAKE) $(SUBJ) --no-print-directory SAN=1 all
 	@BUILD=build-san SBX_SANITIZED=1 sh tests/run.sh
 
 # ---- objects ---------------------------------------------------------------
