@@ -1,16 +1,11 @@
-/* sha256.c — SHA-256 with an SHA-NI block function where available (see
- * sha256.h).  The padding and length encoding are FIPS 180-4's. */
+/* sha256.c — SHA-256 with an SHA-NI block function where available, and a
+ * portable one elsewhere (see sha256.h).  The padding and length encoding are FIPS 180-4's. */
 #include "sha256.h"
 
 #include <string.h>
 #include <sys/types.h>
 
-#include <sha2.h>
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
-
+/* FIPS 180-4, 4.2.2 */
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -21,6 +16,11 @@ static const uint32_t K[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
 
 /* One 64-byte block with the SHA extensions.  The instructions keep the
  * state as two vectors, ABEF and CDGH; sha256rnds2 does two rounds, so
@@ -81,25 +81,63 @@ bool audit_sha256_accelerated(void)
 }
 #endif
 
-static void block(uint32_t state[8], const uint8_t *data)
+static uint32_t ror(uint32_t x, int n)
+{
+    return (x >> n) | (x << (32 - n));
+}
+
+/* The portable block function (FIPS 180-4, 6.2.2). */
+static void block_c(uint32_t st[8], const uint8_t *blk)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)blk[4 * i] << 24 | (uint32_t)blk[4 * i + 1] << 16 |
+               (uint32_t)blk[4 * i + 2] << 8 | blk[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = st[0], b = st[1], c = st[2], d = st[3];
+    uint32_t e = st[4], f = st[5], g = st[6], h = st[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
+                      K[i] + w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    st[0] += a; st[1] += b; st[2] += c; st[3] += d;
+    st[4] += e; st[5] += f; st[6] += g; st[7] += h;
+}
+
+static void block(uint32_t state[8], const uint8_t *data, bool ni)
 {
 #if defined(__x86_64__)
-    if (audit_sha256_accelerated()) {
+    if (ni) {
         block_ni(state, data);
         return;
     }
+#else
+    (void)ni;
 #endif
-    SHA256Transform(state, data);
+    block_c(state, data);
 }
 
-void audit_sha256(const void *data, size_t n, unsigned char out[32])
+static void digest(const void *data, size_t n, unsigned char out[32], bool ni)
 {
     uint32_t st[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
     const uint8_t *p = data;
     size_t left = n;
     for (; left >= 64; left -= 64, p += 64)
-        block(st, p);
+        block(st, p, ni);
     /* The tail, the 0x80 byte, zeros, and the bit length (big-endian) in
      * one or two final blocks. */
     uint8_t last[128];
@@ -110,13 +148,23 @@ void audit_sha256(const void *data, size_t n, unsigned char out[32])
     uint64_t bits = (uint64_t)n * 8;
     for (int i = 0; i < 8; i++)
         last[len - 1 - i] = (uint8_t)(bits >> (8 * i));
-    block(st, last);
+    block(st, last, ni);
     if (len == 128)
-        block(st, last + 64);
+        block(st, last + 64, ni);
     for (int i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(st[i] >> 24);
         out[4 * i + 1] = (uint8_t)(st[i] >> 16);
         out[4 * i + 2] = (uint8_t)(st[i] >> 8);
         out[4 * i + 3] = (uint8_t)st[i];
     }
+}
+
+void audit_sha256(const void *data, size_t n, unsigned char out[32])
+{
+    digest(data, n, out, audit_sha256_accelerated());
+}
+
+void audit_sha256_portable(const void *data, size_t n, unsigned char out[32])
+{
+    digest(data, n, out, false);
 }

@@ -1,11 +1,11 @@
 /*
- * sha256.h — SHA-256 for the hash chain.  The block function is libmd's
- * SHA256Transform, or, where the CPU has the SHA extensions (checked once
- * with CPUID), an implementation with the SHA-NI instructions: the chain
- * hashes every stored row, and libmd's portable C block function alone
- * would cost more than a third of the daemon's ingest time.  Both give the
- * same digests (tests/unit/test_store.c compares them with libmd's
- * SHA256Data on random inputs).  No allocation; thread-safe.
+ * sha256.h — SHA-256 for the hash chain (and, in the preload, for the
+ * policy's hash).  Where the CPU has the SHA extensions (checked once with
+ * CPUID) the block function uses the SHA-NI instructions: the chain hashes
+ * every stored row, and a portable C block function alone would cost more
+ * than a third of the daemon's ingest time.  Elsewhere it is portable C.
+ * Both give libmd's digests (tests/unit/test_store.c compares them with
+ * libmd's SHA256Data on random inputs).  No allocation; thread-safe.
  */
 #ifndef SBX_AUDIT_SHA256_H
 #define SBX_AUDIT_SHA256_H
@@ -16,6 +16,8 @@
 
 /* OUT = SHA-256 of the N bytes at DATA. */
 void audit_sha256(const void *data, size_t n, unsigned char out[32]);
+/* The same with the portable block function, whatever the CPU. */
+void audit_sha256_portable(const void *data, size_t n, unsigned char out[32]);
 /* True when the SHA-NI block function is in use. */
 bool audit_sha256_accelerated(void);
 

@@ -287,7 +287,7 @@ static void test_a_missing_store_is_a_clear_error_when_read_only(void **state)
     assert_non_null(strstr(err, "no audit store at /nonexistent/x/audit.db"));
 }
 
-static void test_the_chain_s_sha256_matches_libmd_on_every_length(void **state)
+static void test_the_chain_s_sha256_both_block_functions_match_libmd_on_every_length(void **state)
 {
     (void)state;
     unsigned char buf[700], a[32], b[32];
@@ -301,13 +301,15 @@ static void test_the_chain_s_sha256_matches_libmd_on_every_length(void **state)
         SHA256Final(a, &c);
         audit_sha256(buf, n, b);
         assert_memory_equal(a, b, 32);
+        audit_sha256_portable(buf, n, b);
+        assert_memory_equal(a, b, 32);
     }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_the_chain_s_sha256_matches_libmd_on_every_length),
+        cmocka_unit_test(test_the_chain_s_sha256_both_block_functions_match_libmd_on_every_length),
         cmocka_unit_test(test_rows_are_stored_with_increasing_ids),
         cmocka_unit_test(test_query_filters_by_agent_decision_op_since_and_limit),
         cmocka_unit_test(test_an_intact_chain_verifies),
