@@ -228,8 +228,10 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     struct sbx_event_view view;
     if (n == 0 || sbx_event_decode(d->scratch, n, &view) < 0)
         return reply_err(c, "event does not encode");
-    if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START)
+    if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START) {
+        rings_catch_up(d);
         rings_drain(d, 0, false);
+    }
     if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
         daemon_commit(d, lifecycle(ev.op)) < 0) {
         daemon_store_failed(d);
@@ -243,6 +245,7 @@ static void end_agent(struct daemon *d, struct agent *a, int status, const char 
 {
     char reason[64];
     snprintf(reason, sizeof reason, "exit status %d", status);
+    rings_catch_up(d);
     rings_drain(d, 0, false);
     if (append_life(d, SBX_OP_EXIT, SBX_ALLOW, a, pid, uid, detail, NULL, NULL, reason) < 0 ||
         audit_store_agent_end(d->store, a->run_id, (int64_t)sbx_now_ns(), status, detail) < 0 ||
@@ -362,6 +365,7 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     char by[200];
     who(c, by, sizeof by);
     /* The record comes first and is durable before anyone is told. */
+    rings_catch_up(d);
     rings_drain(d, 0, false);
     bool recorded = true;
     for (int i = 0; i < nt; i++) {
@@ -438,6 +442,7 @@ void ctl_tick(struct daemon *d)
 
 static void do_sync(struct daemon *d, struct conn *c)
 {
+    rings_catch_up(d);
     for (int i = 0; i < 1000 && rings_drain(d, 0, false) > 0; i++)
         if (daemon_commit(d, false) < 0)
             break;

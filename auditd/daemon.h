@@ -129,6 +129,11 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
 
 /* rings.c */
 void rings_accept(struct daemon *d);
+/* Accepts every queued ring connection and takes every registration that
+ * has arrived: a producer does not wait for its answer, so before the
+ * daemon records an agent's end (or a kill, or a sync) the rings its last
+ * processes sent must be in hand. */
+void rings_catch_up(struct daemon *d);
 void ring_on_sock(struct daemon *d, struct ring *r, uint32_t events);
 void ring_on_efd(struct ring *r);
 void ring_on_exit(struct daemon *d, struct ring *r);

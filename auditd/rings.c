@@ -27,6 +27,12 @@
 
 #define MASK (SBX_RING_SLOTS - 1)
 
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77     /* Linux 6.5 */
+#endif
+
+static void ring_register(struct daemon *d, struct ring *r);
+
 void rings_accept(struct daemon *d)
 {
     for (;;) {
@@ -53,6 +59,14 @@ void rings_accept(struct daemon *d)
         r->next = d->rings;
         d->rings = r;
     }
+}
+
+void rings_catch_up(struct daemon *d)
+{
+    rings_accept(d);
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (!r->hdr && !r->dead)
+            ring_register(d, r);
 }
 
 static void reply(int fd, const char *msg)
@@ -89,6 +103,24 @@ static bool is_eventfd(int fd)
         return false;
     target[n] = '\0';
     return strcmp(target, "anon_inode:[eventfd]") == 0;
+}
+
+/* Marks the ring in MEMFD refused, if it is one (sealed, the right size,
+ * our header). */
+static void mark_refused(int memfd)
+{
+    struct stat sb;
+    int seals = fcntl(memfd, F_GET_SEALS);
+    if (fstat(memfd, &sb) < 0 || sb.st_size != SBX_RING_BYTES || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+        return;
+    void *map = mmap(NULL, SBX_RING_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (map == MAP_FAILED)
+        return;
+    struct sbx_ring_hdr *h = map;
+    if (h->magic == SBX_RING_MAGIC && h->version == SBX_RING_VERSION)
+        atomic_store(&h->gone, SBX_RING_REFUSED);
+    munmap(map, SBX_RING_HDR_SIZE);
 }
 
 /* Handles the one registration message.  On failure the ring is marked
@@ -138,6 +170,9 @@ static void ring_register(struct daemon *d, struct ring *r)
         daemon_log("refused a ring from pid %d uid %u: unknown agent id or wrong token",
                    (int)cred.pid, (unsigned)cred.uid);
         why = "error: unknown agent id or wrong token";
+        /* A process that did not wait for this answer learns it from
+         * its ring: every further event fails (emit.c). */
+        mark_refused(fds[0]);
         goto fail;
     }
     if (!is_eventfd(fds[1])) {
@@ -162,9 +197,17 @@ static void ring_register(struct daemon *d, struct ring *r)
         why = "error: ring header mismatch";
         goto fail;
     }
-    /* The agent may exit at any time; pidfd_open on the kernel-verified pid
-     * while it still waits for our reply (so the pid is still its own). */
-    int pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+    /* The process may have exited already (it need not wait for our
+     * answer): the connection's pidfd names exactly the process that
+     * connected, whatever has happened to its pid since.  Kernels before
+     * 6.5 have no SO_PEERPIDFD: pidfd_open on the kernel-verified pid, which
+     * a process that waits for our answer still owns (one that does not and
+     * has exited may have lent its pid to another: then the ring ends with
+     * its socket or with that process, and nothing in it is lost). */
+    int pidfd = -1;
+    socklen_t pl = sizeof pidfd;
+    if (getsockopt(r->sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) < 0 || pidfd < 0)
+        pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
     r->hdr = h;
     r->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
     r->efd = fds[1];
@@ -423,6 +466,6 @@ void rings_mark_gone(struct daemon *d)
 {
     for (struct ring *r = d->rings; r; r = r->next)
         if (r->hdr)
-            atomic_store(&r->hdr->gone, 1u);
+            atomic_store(&r->hdr->gone, SBX_RING_GONE);
     atomic_thread_fence(memory_order_seq_cst);
 }

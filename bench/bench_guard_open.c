@@ -48,6 +48,16 @@ const char *sbx_emit_error(void)
     return "";
 }
 
+void sbx_emit_set_async(bool on)
+{
+    (void)on;
+}
+
+int sbx_emit_prepare_vfork(void)
+{
+    return 0;
+}
+
 static double now_ns(void)
 {
     struct timespec t;

@@ -85,6 +85,7 @@ static struct {
     char sock_path[4096];
     char agent_id[64];
     char token[72];
+    bool async;             /* sbx_emit_set_async */
 } cfg;
 
 static struct emit_proc *proc;
@@ -222,9 +223,17 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* Sends the registration for MEMFD/EFD and waits for the daemon's answer.
- * Returns the connected socket, or -1. */
-static int send_registration(int memfd, int efd)
+/* Sends the registration for MEMFD/EFD and, if WAIT, waits for the
+ * daemon's answer.  Returns the connected socket, or -1.
+ *
+ * Not waiting saves the agent's process a round trip to the daemon (its
+ * wake-up, on a busy machine, is most of the cost).  It is safe because
+ * nothing the daemon decides depends on the process still being there: the
+ * pid and uid come with the message (SCM_CREDENTIALS), the process's pidfd
+ * from the connection (SO_PEERPIDFD), the memory stays alive in flight, and
+ * sbx-auditd takes every queued registration before it records an agent's
+ * end.  A refusal marks the ring (SBX_RING_REFUSED); see ensure_ring. */
+static int send_registration(int memfd, int efd, bool wait)
 {
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) {
@@ -280,6 +289,8 @@ static int send_registration(int memfd, int efd)
         set_error("cannot send the ring to sbx-auditd");
         goto fail;
     }
+    if (!wait)
+        return s;
     /* Generous: the daemon may be inside a durable commit (an fsync) on a
      * busy disk; failing here fails the agent's call closed. */
     struct timeval tv = { .tv_sec = 10 };
@@ -346,7 +357,7 @@ static int create_ring(struct emit_proc *p)
         goto fail;
     }
     efd = high_fd(efd);
-    int s = send_registration(memfd, efd);
+    int s = send_registration(memfd, efd, !cfg.async);
     if (s < 0)
         goto fail;
     p->ring = h;
@@ -376,7 +387,7 @@ static int reregister(struct emit_proc *p)
         set_error("the program closed the event ring's descriptors");
         return -1;
     }
-    int s = send_registration(p->memfd.fd, p->efd.fd);
+    int s = send_registration(p->memfd.fd, p->efd.fd, true);
     if (s < 0)
         return -1;
     drop_fd(&p->sock);
@@ -398,6 +409,12 @@ static int ensure_ring(void)
          * registered would be ours without being usable by us.  It writes
          * into our ring while that is live (sbx_emit_prepare_vfork made
          * sure it was), and fails closed otherwise.  Slow path only. */
+        if (st == ST_READY &&
+            atomic_load_explicit(&p->ring->gone, memory_order_acquire) == SBX_RING_REFUSED) {
+            set_error("sbx-auditd refused this process's event ring (an unknown agent run "
+                      "or a wrong token)");
+            return -1;
+        }
         if (st == ST_READY && p->owner != (pid_t)syscall(SYS_getpid)) {
             set_error("the event ring went away while a vfork child was running");
             return -1;
@@ -579,6 +596,11 @@ int sbx_emit(const struct sbx_event_desc *ev)
         atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed))
         wake_daemon(p);
     return 0;
+}
+
+void sbx_emit_set_async(bool on)
+{
+    cfg.async = on;
 }
 
 int sbx_emit_prepare_vfork(void)

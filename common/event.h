@@ -63,6 +63,13 @@ int sbx_emit(const struct sbx_event_desc *ev);
  * instead). */
 int sbx_emit_prepare_vfork(void);
 
+/* Rings of this process register without waiting for the daemon's answer
+ * (sbx-guard says so for an agent it has just registered: the run id and
+ * token are known good).  A registration the daemon refuses all the same
+ * (a forged token) marks the ring SBX_RING_REFUSED, and every event after
+ * that fails.  Without this, each registration waits for the answer. */
+void sbx_emit_set_async(bool on);
+
 /* True once the daemon has soft-killed this agent: every further guarded
  * call must fail with EPERM.  One atomic load. */
 bool sbx_emit_killed(void);
@@ -153,6 +160,8 @@ uint64_t sbx_now_ns(void);
 #define SBX_RING_HDR_SIZE  4096u
 #define SBX_RING_BYTES     (SBX_RING_HDR_SIZE + SBX_RING_SLOTS * SBX_RING_SLOT)
 #define SBX_RING_FIRST     0x80000000u   /* slot info: first slot of a record */
+#define SBX_RING_GONE      1u            /* hdr.gone: the daemon stopped */
+#define SBX_RING_REFUSED   2u            /* hdr.gone: the registration was refused */
 #define SBX_RING_MAX_SPAN  ((SBX_REC_MAX + SBX_RING_PAYLOAD - 1) / SBX_RING_PAYLOAD)
 
 /* A slot is committed for position P when seq == P + 1 (release store by
@@ -176,7 +185,9 @@ struct sbx_ring_hdr {
     _Alignas(64) _Atomic uint64_t tail;
     _Alignas(64) _Atomic uint32_t sleeping;  /* daemon: 1 = wake me (eventfd) */
     _Atomic uint32_t killed;    /* daemon: agent soft-killed */
-    _Atomic uint32_t gone;      /* daemon: I stopped reading this ring */
+    _Atomic uint32_t gone;      /* daemon: I stopped reading this ring
+                                 * (SBX_RING_GONE), or never took it
+                                 * (SBX_RING_REFUSED) */
     _Atomic uint32_t space;     /* futex word: bumped when the daemon frees slots */
     _Atomic uint32_t waiters;   /* producers sleeping on `space` */
 };

@@ -55,6 +55,7 @@ struct guard_env guard_envs[GENV__COUNT] = {
     [GENV_NOTIFY] = {SBX_ENV_NOTIFY, NULL, NULL},
     [GENV_PRELOAD] = {SBX_ENV_PRELOAD, NULL, NULL},
     [GENV_HOME] = {SBX_ENV_HOME, NULL, NULL},
+    [GENV_RING_ASYNC] = {SBX_ENV_RING_ASYNC, NULL, NULL},
 };
 const char *guard_preload_path;
 const char *guard_ld_preload_entry;
@@ -260,6 +261,8 @@ static int capture(void)
      * and the call fails closed with a message. */
     (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
                         guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
+    sbx_emit_set_async(guard_envs[GENV_RING_ASYNC].value &&
+                       strcmp(guard_envs[GENV_RING_ASYNC].value, "1") == 0);
     pthread_atfork(fork_prepare, NULL, NULL);
     return ST_CAPTURED;
 }

@@ -83,6 +83,7 @@ char **guard_env_build(const struct policy *p, char *const host_env[],
         env_put(&e, SBX_ENV_POLICY_NAME, v->policy_origin) < 0 ||
         env_put(&e, SBX_ENV_WORKSPACE, v->workspace) < 0 ||
         (v->home && env_put(&e, SBX_ENV_HOME, v->home) < 0) ||
+        env_put(&e, SBX_ENV_RING_ASYNC, "1") < 0 ||
         env_put(&e, SBX_ENV_RUNTIME_DIR, v->runtime_dir) < 0 ||
         env_put(&e, SBX_ENV_AUDIT_DB, v->audit_db) < 0 ||
         env_put(&e, SBX_ENV_AGENT, v->agent) < 0 ||

@@ -323,6 +323,21 @@ test_no_audit_channel_fails_closed() {
     assert_contains "$out" "audit channel is unavailable"
 }
 
+test_a_refused_ring_fails_closed_even_without_waiting_for_the_answer() {
+    # SBX_RING_ASYNC (what sbx-guard hands down) lets a process go on while
+    # its ring is being registered; a wrong token is refused all the same,
+    # and from then on every guarded call fails closed, and nothing of it
+    # is stored.
+    policy </dev/null
+    echo hi > "$WS/a"
+    out=$("$PROGS/preload_agent" t env LD_PRELOAD="$LIB" SBX_POLICY_FILE="$T/policy.yaml" \
+          SBX_WORKSPACE="$WS" SBX_RING_ASYNC=1 SBX_AGENT_TOKEN=not-the-token \
+          "$CALL" open_until_denied a 2>&1) || true
+    assert_contains "$out" "err EACCES"
+    assert_contains "$out" "refused this process's event ring"
+    assert_not_contains "$(rows)" '"target":"'"$WS/a"'"'
+}
+
 test_soft_kill_makes_guarded_calls_fail_eperm() {
     policy </dev/null
     echo data > "$WS/ok.txt"

@@ -4,6 +4,7 @@
  * integration tests can check each interposer from a shell.
  *
  *   preload_call open PATH | openat DIR REL | creat PATH | fopen PATH MODE
+ *   preload_call open_until_denied PATH  (up to 2000 opens, 1 ms apart)
  *   preload_call opendir PATH | sys_open PATH | sys_openat2 PATH
  *   preload_call unlink PATH | rmdir PATH | mkdir PATH | rename A B | link A B
  *   preload_call symlink TARGET PATH | chmod PATH | truncate PATH LEN
@@ -82,6 +83,20 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!strcmp(op, "open"))
         return report(open(a, O_RDONLY));
+    if (!strcmp(op, "open_until_denied")) {
+        /* opens A up to 2000 times, 1 ms apart, until one fails */
+        for (int i = 0; i < 2000; i++) {
+            int fd = open(a, O_RDONLY);
+            if (fd < 0) {
+                printf("failed after %d opens: ", i);
+                return report(fd);
+            }
+            close(fd);
+            usleep(1000);
+        }
+        printf("never failed\n");
+        return 1;
+    }
     if (!strcmp(op, "open_write"))
         return report(open(a, O_WRONLY | O_CREAT | O_TRUNC, 0644));
     if (!strcmp(op, "open_rdwr"))

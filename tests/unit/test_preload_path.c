@@ -164,8 +164,8 @@ static void test_env_restore_puts_back_what_was_dropped_or_changed(void **state)
     fake_guard_env();
     char *env[] = {"PATH=/bin", "SBX_POLICY_FILE=/tmp/mine.yaml", "HOME=/root", NULL};
     assert_true(guard_env_needs_restore(env));
-    char *out[16], str[256];
-    assert_non_null(guard_env_restore(env, out, 16, str, sizeof str));
+    char *out[32], str[256];
+    assert_non_null(guard_env_restore(env, out, 32, str, sizeof str));
     assert_true(has(out, "PATH=/bin"));
     assert_true(has(out, "HOME=/root"));
     assert_true(has(out, "SBX_POLICY_FILE=/run/p.yaml"));
@@ -182,8 +182,8 @@ static void test_env_restore_keeps_the_programs_own_preloads_after_ours(void **s
     char *env[] = {"LD_PRELOAD=/opt/other.so", "SBX_POLICY_FILE=/run/p.yaml",
                    "SBX_WORKSPACE=/ws", NULL};
     assert_true(guard_env_needs_restore(env));
-    char *out[16], str[256];
-    assert_non_null(guard_env_restore(env, out, 16, str, sizeof str));
+    char *out[32], str[256];
+    assert_non_null(guard_env_restore(env, out, 32, str, sizeof str));
     assert_true(has(out, "LD_PRELOAD=/lib/sbx/libsbx-preload.so:/opt/other.so"));
     assert_false(has(out, "LD_PRELOAD=/opt/other.so"));
     /* A name that only contains ours is not ours. */
