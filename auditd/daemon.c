@@ -34,6 +34,7 @@
 #define BATCH_MS        50
 #define DRAIN_BUDGET    4096        /* records per ring per loop turn */
 #define RETRY_MS        1000        /* after a failed commit */
+#define HEAD_EVERY_MS   200         /* the head file follows routine commits */
 #define LINGER_MS       50          /* after the last event: poll, not sleep, */
 #define POLL_MS         1           /* ... every POLL_MS */
 #define PRUNE_EVERY_MS  3600000
@@ -295,10 +296,17 @@ static void turn(struct daemon *d)
     for (struct agent *a = d->agents; a; a = a->next)
         if (a->kill && (timeout == -1 || timeout > 100))
             timeout = 100;
-    /* The head file lags the store by at most its interval. */
-    int hw = audit_store_flush_head(d->store);
-    if (hw >= 0 && (timeout < 0 || timeout > hw))
-        timeout = hw;
+    /* The head file follows routine commits at most every HEAD_EVERY_MS
+     * (durable commits write it at once). */
+    if (audit_store_head_behind(d->store)) {
+        if (now - d->head_ms >= HEAD_EVERY_MS) {
+            if (audit_store_flush_head(d->store) < 0)
+                daemon_log("audit store: %s", audit_store_errmsg(d->store));
+            d->head_ms = now;
+        } else if (timeout < 0 || (uint64_t)timeout > HEAD_EVERY_MS - (now - d->head_ms)) {
+            timeout = (int)(HEAD_EVERY_MS - (now - d->head_ms));
+        }
+    }
     struct epoll_event ev[64];
     int n = epoll_wait(d->epfd, ev, 64, timeout);
     if (slept)

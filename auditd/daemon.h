@@ -108,6 +108,7 @@ struct daemon {
     uint64_t next_prune_ms;
     uint64_t last_head_log_ms;
     uint64_t last_busy_ms;      /* last turn that drained something */
+    uint64_t head_ms;           /* when the store's head file was last brought up */
     int64_t logged_head;
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
 };

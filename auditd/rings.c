@@ -105,14 +105,21 @@ static bool is_eventfd(int fd)
     return strcmp(target, "anon_inode:[eventfd]") == 0;
 }
 
+/* True if FD is memory we can map as a ring without fearing SIGBUS: a memfd
+ * of the ring's size that can neither shrink nor grow. */
+static bool is_ring_memory(int fd)
+{
+    struct stat sb;
+    int seals = fcntl(fd, F_GET_SEALS);
+    return fstat(fd, &sb) == 0 && sb.st_size == SBX_RING_BYTES && seals >= 0 &&
+           (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW);
+}
+
 /* Marks the ring in MEMFD refused, if it is one (sealed, the right size,
  * our header). */
 static void mark_refused(int memfd)
 {
-    struct stat sb;
-    int seals = fcntl(memfd, F_GET_SEALS);
-    if (fstat(memfd, &sb) < 0 || sb.st_size != SBX_RING_BYTES || seals < 0 ||
-        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+    if (!is_ring_memory(memfd))
         return;
     void *map = mmap(NULL, SBX_RING_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     if (map == MAP_FAILED)
@@ -179,10 +186,7 @@ static void ring_register(struct daemon *d, struct ring *r)
         why = "error: the second descriptor is not an eventfd";
         goto fail;
     }
-    struct stat sb;
-    int seals = fcntl(fds[0], F_GET_SEALS);
-    if (fstat(fds[0], &sb) < 0 || sb.st_size != SBX_RING_BYTES || seals < 0 ||
-        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    if (!is_ring_memory(fds[0])) {
         why = "error: ring memory is not a sealed memfd of the right size";
         goto fail;
     }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bsd/string.h>
@@ -507,20 +506,10 @@ void audit_store_rollback(struct audit_store *st)
     memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
 }
 
-#define HEAD_EVERY_MS 200
-
-static uint64_t head_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Rewrites the head file: write a temporary, then rename over (atomic for
  * readers).  DURABLE syncs the file and the directory. */
 static int write_head(struct audit_store *st, bool durable)
 {
-    st->head_ms = head_now_ms();
     char tmp[sizeof st->head + 8], hex[2 * AUDIT_HASH_LEN + 1], buf[200];
     snprintf(tmp, sizeof tmp, "%s.tmp", st->head);
     for (int i = 0; i < AUDIT_HASH_LEN; i++)
@@ -583,24 +572,23 @@ int audit_store_commit(struct audit_store *st, bool durable)
     st->last_id = st->t_id;
     memcpy(st->last_hash, st->t_hash, AUDIT_HASH_LEN);
     /* The rows are committed; a head file that fails to update only makes
-     * verify report "head behind", which the next commit repairs.  A
-     * routine commit rewrites it at most every HEAD_EVERY_MS (a write and a
-     * rename cost more than the commit of a small batch); the daemon writes
-     * what is left when it goes idle (audit_store_flush_head). */
-    if (!durable && head_now_ms() - st->head_ms < HEAD_EVERY_MS) {
+     * verify report "head behind", which the next write repairs.  Only a
+     * durable commit writes it at once: a write and a rename cost more than
+     * the commit of a small batch, so the caller says when the head follows
+     * routine commits (audit_store_flush_head). */
+    if (!durable) {
         st->head_dirty = true;
         return 0;
     }
-    return write_head(st, durable) < 0 && durable ? -1 : 0;
+    return write_head(st, true) < 0 ? -1 : 0;
+}
+
+bool audit_store_head_behind(const struct audit_store *st)
+{
+    return st->head_dirty;
 }
 
 int audit_store_flush_head(struct audit_store *st)
 {
-    if (!st->head_dirty)
-        return -1;
-    uint64_t now = head_now_ms(), due = st->head_ms + HEAD_EVERY_MS;
-    if (now < due)
-        return (int)(due - now);
-    (void)write_head(st, false);
-    return st->head_dirty ? HEAD_EVERY_MS : -1;
+    return st->head_dirty ? write_head(st, false) : 0;
 }

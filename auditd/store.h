@@ -84,11 +84,13 @@ int audit_store_agent_killed(struct audit_store *st, const char *run_id, const c
 size_t audit_store_pending(const struct audit_store *st);
 /* Commits the open batch (no-op without one).  DURABLE: the transaction is
  * synced to disk (synchronous=FULL) and so is the head file before this
- * returns.  On failure the batch is rolled back and -1 returned. */
+ * returns; otherwise the head file is left behind until
+ * audit_store_flush_head (or close).  On failure the batch is rolled back
+ * and -1 returned. */
 int audit_store_commit(struct audit_store *st, bool durable);
-/* Writes the head file if commits since the last one left it behind and it
- * is due.  -1: nothing left to write; else the milliseconds until it is
- * due (call again then). */
+/* True when commits since the head file was written left it behind. */
+bool audit_store_head_behind(const struct audit_store *st);
+/* Writes the head file if it is behind.  0, or -1 (errmsg). */
 int audit_store_flush_head(struct audit_store *st);
 void audit_store_rollback(struct audit_store *st);
 /* Fault injection for the tests: while the file PATH exists, every commit

@@ -21,7 +21,6 @@ struct audit_store {
     unsigned char t_hash[AUDIT_HASH_LEN];
     int wal_pages;
     bool head_dirty;                        /* rows committed after the head file */
-    uint64_t head_ms;                       /* when the head file was written */
     char fault_file[256];                   /* tests: commits fail while it exists */                          /* WAL size after the last commit */
     char errmsg[512];
 };

@@ -111,19 +111,28 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Moves FD above the numbers programs use for themselves (shells take 3-9
- * and 10+, bash 255), staying under the open-files limit.  Returns the new
- * descriptor (close-on-exec), or FD itself if there is no room up there. */
-static int high_fd(int fd)
+/* Where our descriptors go: above the numbers programs use for themselves
+ * (shells take 3-9 and 10+, bash 255), under the open-files limit; -1 if
+ * the limit leaves no room up there.  Asked once per ring, not per fd. */
+static int high_base(void)
 {
     int base = 600;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         if (rl.rlim_cur < 64)
-            return fd;
+            return -1;
         if ((rlim_t)base + 32 > rl.rlim_cur)
             base = (int)(rl.rlim_cur * 3 / 4);
     }
+    return base;
+}
+
+/* Moves FD to BASE or above (high_base).  Returns the new descriptor
+ * (close-on-exec), or FD itself if there is no room up there. */
+static int high_fd(int fd, int base)
+{
+    if (base < 0)
+        return fd;
     int nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
     if (nfd < 0)
         return fd;
@@ -233,14 +242,14 @@ static void close_fd(int *fd)
  * from the connection (SO_PEERPIDFD), the memory stays alive in flight, and
  * sbx-auditd takes every queued registration before it records an agent's
  * end.  A refusal marks the ring (SBX_RING_REFUSED); see ensure_ring. */
-static int send_registration(int memfd, int efd, bool wait)
+static int send_registration(int memfd, int efd, bool wait, int base)
 {
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) {
         set_error("socket failed");
         return -1;
     }
-    s = high_fd(s);
+    s = high_fd(s, base);
     struct sockaddr_un sa;
     int dfd = -1;
     int rc = sbx_unix_addr(cfg.sock_path, &sa, &dfd);
@@ -328,12 +337,13 @@ static int create_ring(struct emit_proc *p)
 
     void *map = MAP_FAILED;
     int efd = -1;
+    int base = high_base();
     int memfd = memfd_create("sbx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (memfd < 0) {
         set_error("memfd_create failed");
         goto fail;
     }
-    memfd = high_fd(memfd);
+    memfd = high_fd(memfd, base);
     /* Sealed so that the daemon can map it without fearing SIGBUS from a
      * ring that shrinks under it. */
     if (ftruncate(memfd, SBX_RING_BYTES) < 0 ||
@@ -356,8 +366,8 @@ static int create_ring(struct emit_proc *p)
         set_error("eventfd failed");
         goto fail;
     }
-    efd = high_fd(efd);
-    int s = send_registration(memfd, efd, !cfg.async);
+    efd = high_fd(efd, base);
+    int s = send_registration(memfd, efd, !cfg.async, base);
     if (s < 0)
         goto fail;
     p->ring = h;
@@ -387,7 +397,7 @@ static int reregister(struct emit_proc *p)
         set_error("the program closed the event ring's descriptors");
         return -1;
     }
-    int s = send_registration(p->memfd.fd, p->efd.fd, true);
+    int s = send_registration(p->memfd.fd, p->efd.fd, true, high_base());
     if (s < 0)
         return -1;
     drop_fd(&p->sock);
@@ -405,16 +415,18 @@ static int ensure_ring(void)
         uint32_t st = atomic_load_explicit(&p->state, memory_order_acquire);
         if (st == ST_READY && !atomic_load_explicit(&p->ring->gone, memory_order_acquire))
             return 0;
-        /* A vfork child shares our memory but not our descriptors: what it
-         * registered would be ours without being usable by us.  It writes
-         * into our ring while that is live (sbx_emit_prepare_vfork made
-         * sure it was), and fails closed otherwise.  Slow path only. */
+        /* The daemon refused the registration we did not wait for: every
+         * event fails from now on (re-registering would be refused too). */
         if (st == ST_READY &&
             atomic_load_explicit(&p->ring->gone, memory_order_acquire) == SBX_RING_REFUSED) {
             set_error("sbx-auditd refused this process's event ring (an unknown agent run "
                       "or a wrong token)");
             return -1;
         }
+        /* A vfork child shares our memory but not our descriptors: what it
+         * registered would be ours without being usable by us.  It writes
+         * into our ring while that is live (sbx_emit_prepare_vfork made
+         * sure it was), and fails closed otherwise.  Slow path only. */
         if (st == ST_READY && p->owner != (pid_t)syscall(SYS_getpid)) {
             set_error("the event ring went away while a vfork child was running");
             return -1;

@@ -340,6 +340,14 @@ int policy_image_save(const struct policy *p, const char *path, char *err, size_
 
 /* ---- loading --------------------------------------------------------------- */
 
+static struct policy *refuse(char *err, size_t errsz, const char *path, const char *why)
+{
+    if (err && errsz)
+        snprintf(err, errsz, "%s: %s", path, why);
+    errno = EINVAL;
+    return NULL;
+}
+
 struct policy *policy_image_load(const char *path, char *err, size_t errsz)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -373,17 +381,15 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz)
             why = "not a policy image";
         else if (h.version != IMG_VERSION || h.layout != layout_id())
             why = "made by another build of sbx";
-        else if (h.payload != payload || h.re_off > payload || h.re_off < sizeof(struct policy) || h.re_len > payload - h.re_off ||
-                 h.n_re > INT32_MAX)
+        else if (h.payload != payload || h.re_off < sizeof(struct policy) ||
+                 h.re_off > payload || h.re_len > payload - h.re_off || h.n_re > INT32_MAX ||
+                 (h.n_re > 0 && h.re_len < PCRE2_SERIAL_MIN))
             why = "damaged (sizes)";
     }
     close(fd);
     if (why) {
         arena_free(&a);
-        if (err && errsz)
-            snprintf(err, errsz, "%s: %s", path, why);
-        errno = EINVAL;
-        return NULL;
+        return refuse(err, errsz, path, why);
     }
 
     struct policy *p = (struct policy *)buf;
@@ -397,14 +403,12 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz)
     p->arena = a;
     atomic_init(&p->cmd_decisions, 0);
     if (o.bad) {
-        /* no program decoded yet: cmd_free_all frees nothing */
+        /* the command arrays may still hold offsets, and no program was
+         * decoded: nothing there for policy_free to free */
         for (size_t k = 0; k < 2; k++)
             p->cmds[cmd_lists[k]] = NULL;
         policy_free(p);
-        if (err && errsz)
-            snprintf(err, errsz, "%s: damaged (a pointer or a value is out of range)", path);
-        errno = EINVAL;
-        return NULL;
+        return refuse(err, errsz, path, "damaged (a pointer or a value is out of range)");
     }
     /* decoded at the first command decision (command.c: cmd_prepare) */
     p->re_serial = h.n_re > 0 ? (const uint8_t *)buf + h.re_off : NULL;

@@ -165,7 +165,7 @@ static void load_policy(void)
      * policy_image_load); else the copy itself.  Both give the same
      * policy: the image was loaded from the copy with these options. */
     struct policy *p = NULL;
-    static char image[GUARD_PATH_MAX];
+    char image[GUARD_PATH_MAX];
     const char *copy = guard_envs[GENV_POLICY].value;
     if (copy && strlen(copy) + sizeof SBX_POLICY_IMAGE_SUFFIX <= sizeof image) {
         strlcpy(image, copy, sizeof image);

@@ -297,6 +297,14 @@ static void test_a_damaged_image_is_refused(void **state)
     size_t many = (size_t)1 << 40;
     memcpy(b + HDR + offsetof(struct policy, n_rules[POLICY_READ_DENY]), &many, sizeof many);
     assert_null(load_bytes(b, len, err, sizeof err));
+    /* command patterns too short to hold PCRE2's header, at the payload's
+     * end: decoding them would read past the image */
+    memcpy(b, good, len);
+    uint64_t payload = (uint64_t)(len - HDR), re_off = payload - 8, re_len = 8;
+    memcpy(b + 24, &re_off, sizeof re_off);
+    memcpy(b + 32, &re_len, sizeof re_len);
+    assert_null(load_bytes(b, len, err, sizeof err));
+    assert_non_null(strstr(err, "damaged (sizes)"));
     /* a rule list whose globs are missing */
     memcpy(b, good, len);
     uint64_t zero = 0;
