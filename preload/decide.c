@@ -133,47 +133,14 @@ static enum sbx_decision decide_uncached(enum sbx_op op, const char *path, bool 
     return d;
 }
 
-/* Every rule's policy_rule_format() text, made once at initialization:
- * snprintf on each allowed open was a third of the guard's cost, and is
- * not async-signal-safe.  Indexed by the rule's position in its list. */
-static struct {
-    const struct policy_rule *rules;
-    size_t n;
-    char **text;
-} rule_text[POLICY_LIST__COUNT];
-
-void guard_rules_prepare(void)
-{
-    for (int l = 0; l < POLICY_LIST__COUNT; l++) {
-        const struct policy_rule *r;
-        size_t n = policy_rules(guard_policy, (enum policy_list)l, &r);
-        char **t = n ? calloc(n, sizeof *t) : NULL;
-        if (!t)
-            continue;
-        for (size_t i = 0; i < n; i++) {
-            char buf[1024];
-            if (policy_rule_format(&r[i], buf, sizeof buf) == 0)
-                t[i] = strdup(buf);
-        }
-        rule_text[l].rules = r;
-        rule_text[l].n = n;
-        rule_text[l].text = t;
-    }
-}
-
-/* The formatted text of R: from the table, else made now. */
+/* The text of rule R in policy_rule_format()'s form, built into BUF with
+ * plain copies: snprintf per allowed open was once a third of the guard's
+ * cost (and is not async-signal-safe), and a table made at start-up cost
+ * every short-lived process ~50 snprintf calls it mostly never used. */
 static const char *rule_string(const struct policy_rule *r, char *buf, size_t size)
 {
     if (!r)
         return "";
-    if ((unsigned)r->list < POLICY_LIST__COUNT) {
-        size_t n = rule_text[r->list].n;
-        const struct policy_rule *base = rule_text[r->list].rules;
-        if (n && r >= base && r < base + n && rule_text[r->list].text[r - base])
-            return rule_text[r->list].text[r - base];
-    }
-    /* Implicit rules ("no files.write.allow rule matches") are not in the
-     * lists; the same format as policy_rule_format, without snprintf. */
     struct sbuf s;
     sbuf_init(&s, buf, size);
     sbuf_add(&s, r->section);

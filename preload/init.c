@@ -195,7 +195,6 @@ static void load_policy(void)
     const struct policy_info *info = policy_info(p);
     guard_max_write = info->max_write_bytes;
     guard_policy = p;
-    guard_rules_prepare();
 }
 
 static bool enter_slow(int want_load);
