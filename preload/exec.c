@@ -449,6 +449,9 @@ void *guard_real_vfork;
 int guard_vfork_prepare(void);
 int guard_vfork_prepare(void)
 {
+    /* The child runs on our memory with a directory of its own: nothing
+     * it remembers of its directory may be taken for ours (path.c). */
+    guard_cwd_memo_off();
     if (!guard_real_vfork)
         guard_real_vfork = guard_real(&real_slot_vfork, "vfork");
     if (!guard_real_vfork)

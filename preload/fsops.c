@@ -211,23 +211,50 @@ SBX_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
     ONE_PATH(mknodat, SBX_OP_OPEN_WRITE, dirfd, path, true, dirfd, path, mode, dev);
 }
 
-SBX_EXPORT int rename(const char *oldpath, const char *newpath)
+/* A renamed directory may be above the current one: the rename functions
+ * make path.c forget the current directory it remembers, once the rename
+ * is done (before it, another thread could remember the old name again). */
+static int renamed(int rc)
+{
+    int e = errno;
+    guard_cwd_changed();
+    errno = e;
+    return rc;
+}
+
+static int rename_(const char *oldpath, const char *newpath)
 {
     TWO_PATHS(rename, SBX_OP_RENAME, AT_FDCWD, oldpath, false, AT_FDCWD, newpath,
               oldpath, newpath);
 }
 
-SBX_EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
+static int renameat_(int olddir, const char *oldpath, int newdir, const char *newpath)
 {
     TWO_PATHS(renameat, SBX_OP_RENAME, olddir, oldpath, false, newdir, newpath,
               olddir, oldpath, newdir, newpath);
 }
 
-SBX_EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
-                         unsigned flags)
+static int renameat2_(int olddir, const char *oldpath, int newdir, const char *newpath,
+                      unsigned flags)
 {
     TWO_PATHS(renameat2, SBX_OP_RENAME, olddir, oldpath, false, newdir, newpath,
               olddir, oldpath, newdir, newpath, flags);
+}
+
+SBX_EXPORT int rename(const char *oldpath, const char *newpath)
+{
+    return renamed(rename_(oldpath, newpath));
+}
+
+SBX_EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
+{
+    return renamed(renameat_(olddir, oldpath, newdir, newpath));
+}
+
+SBX_EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
+                         unsigned flags)
+{
+    return renamed(renameat2_(olddir, oldpath, newdir, newpath, flags));
 }
 
 SBX_EXPORT int link(const char *oldpath, const char *newpath)

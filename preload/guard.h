@@ -140,9 +140,6 @@ enum sbx_decision guard_decide_path(enum sbx_op op, const char *path,
 int guard_record(const struct guard_verdict *gv, const char *target2,
                  uint32_t flags, const char *note);
 
-/* Formats every rule of guard_policy once (init.c, after loading). */
-void guard_rules_prepare(void);
-
 /* Records a denial that no policy rule made (size limits): REASON says why. */
 int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
                        const char *target2, int err, const char *reason);
@@ -157,6 +154,12 @@ int guard_fold(const char *base, const char *path, char *out, size_t outsz);
 /* The directory DIRFD names (AT_FDCWD: the current directory) into OUT, by
  * getcwd or readlink(/proc/self/fd/N).  0 or -1/errno. */
 int guard_dirfd_path(int dirfd, char *out, size_t outsz);
+/* The current directory may have changed (chdir, rename, ...): forget what
+ * every thread remembers of it (path.c). */
+void guard_cwd_changed(void);
+/* This process may change directory where we cannot see it: never remember
+ * the current directory again. */
+void guard_cwd_memo_off(void);
 
 /* guard_fold of PATH against DIRFD's directory (which is looked up only when
  * PATH is relative). */

@@ -11,8 +11,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "guard.h"
 
@@ -96,9 +98,111 @@ int guard_fd_path(int fd, char *out, size_t outsz)
     return 0;
 }
 
+/* ---- the current directory, remembered for a moment ----------------------
+ *
+ * A relative path is judged as the current directory plus the path, and
+ * getcwd(2) is a system call: about a quarter of what the guard adds to an
+ * open.  So each thread remembers the directory it last asked for, for at
+ * most CWD_TTL_NS, and forgets it at once when this process changes it:
+ * chdir, fchdir, chroot and setns (through libc or syscall()) and rename
+ * (a directory above the current one may have moved) bump `cwd_gen`, which
+ * every remembered entry must match.  What only a bounded memory covers,
+ * and why that is acceptable:
+ *  - another process renames a directory above ours: judged on the old
+ *    name for at most CWD_TTL_NS.  getcwd-then-open has the same race, only
+ *    narrower; and a rename the guard lets through cannot make the current
+ *    directory's contents protected (both ends of a rename are judged, the
+ *    source also for reading);
+ *  - the program changes directory with its own system call instruction:
+ *    that program is past the guard anyway (the kernel layer's business).
+ * Where this process may change directory out of our sight, the memory is
+ * switched off for good (`cwd_off`): a vfork child or a clone(CLONE_VM)
+ * child shares our memory but not necessarily our directory, and nftw and
+ * fts change directory with libc's internal calls.
+ *
+ * Per thread, because threads can have their own directory (unshare
+ * CLONE_FS) and so no lock is shared.  A signal handler on the same thread
+ * may interrupt a read or a write: `ver` is odd while an entry is written
+ * and changes with every write, so a read that overlapped a write is
+ * thrown away and a write is never nested in another. */
+#define CWD_TTL_NS 1000000ull           /* 1 ms */
+#define CWD_MEMO_MAX 1024               /* longer directories: asked every time */
+
+static _Atomic unsigned long cwd_gen = 1;
+static atomic_bool cwd_off;
+
+struct cwd_memo {
+    _Atomic unsigned ver;
+    unsigned long gen;                  /* cwd_gen when it was asked; 0: none */
+    unsigned long long born;            /* CLOCK_MONOTONIC ns, before asking */
+    size_t len;
+    char path[CWD_MEMO_MAX];
+};
+static __thread struct cwd_memo cwd_memo __attribute__((tls_model("initial-exec")));
+
+void guard_cwd_changed(void)
+{
+    atomic_fetch_add(&cwd_gen, 1);
+}
+
+void guard_cwd_memo_off(void)
+{
+    atomic_store(&cwd_off, true);
+}
+
+static unsigned long long mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static bool cwd_recall(char *out, size_t outsz)
+{
+    struct cwd_memo *m = &cwd_memo;
+    if (atomic_load_explicit(&cwd_off, memory_order_relaxed))
+        return false;
+    unsigned v = atomic_load_explicit(&m->ver, memory_order_relaxed);
+    if (v & 1u)
+        return false;
+    atomic_signal_fence(memory_order_acquire);
+    size_t n = m->len;
+    if (m->gen != atomic_load(&cwd_gen) || n == 0 || n >= outsz || n >= CWD_MEMO_MAX ||
+        mono_ns() - m->born >= CWD_TTL_NS)
+        return false;
+    memcpy(out, m->path, n);
+    out[n] = '\0';
+    atomic_signal_fence(memory_order_acquire);
+    return atomic_load_explicit(&m->ver, memory_order_relaxed) == v;
+}
+
+static void cwd_remember(const char *path, unsigned long gen, unsigned long long born)
+{
+    struct cwd_memo *m = &cwd_memo;
+    size_t n = strlen(path);
+    if (n >= CWD_MEMO_MAX || atomic_load_explicit(&cwd_off, memory_order_relaxed))
+        return;
+    unsigned v = atomic_load_explicit(&m->ver, memory_order_relaxed);
+    if ((v & 1u) || !atomic_compare_exchange_strong(&m->ver, &v, v + 1))
+        return;
+    atomic_signal_fence(memory_order_release);
+    memcpy(m->path, path, n);
+    m->len = n;
+    m->born = born;
+    m->gen = gen;
+    atomic_signal_fence(memory_order_release);
+    atomic_store_explicit(&m->ver, v + 2, memory_order_relaxed);
+}
+
 int guard_dirfd_path(int dirfd, char *out, size_t outsz)
 {
     if (dirfd == AT_FDCWD) {
+        if (cwd_recall(out, outsz))
+            return 0;
+        /* The generation and the time are taken before asking: a change
+         * made while we ask leaves an entry that is already out of date. */
+        unsigned long gen = atomic_load(&cwd_gen);
+        unsigned long long born = mono_ns();
         long n = guard_sys(SYS_getcwd, (long)out, (long)outsz, 0, 0, 0, 0);
         if (n < 0)
             return -1;
@@ -106,6 +210,7 @@ int guard_dirfd_path(int dirfd, char *out, size_t outsz)
             errno = ENOENT;
             return -1;
         }
+        cwd_remember(out, gen, born);
         return 0;
     }
     if (guard_fd_path(dirfd, out, outsz) < 0)

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,6 +158,30 @@ SBX_EXPORT long syscall(long nr, ...)
     case SYS_futimesat:
         return futimesat((int)a, P(b), (const struct timeval *)c);
 #endif
+    /* Not judged, but the directory path.c remembers must follow (cwd.c). */
+    case SYS_chdir:
+        return chdir(P(a));
+    case SYS_fchdir:
+        return fchdir((int)a);
+    case SYS_chroot:
+        return chroot(P(a));
+    case SYS_setns:
+        return setns((int)a, (int)b);
+    case SYS_pivot_root: {
+        guard_cwd_changed();
+        long r = guard_sys(nr, a, b, c, d, e, f);
+        int err = errno;
+        guard_cwd_changed();
+        errno = err;
+        return r;
+    }
+    case SYS_clone:
+    case SYS_clone3:
+#ifdef SYS_vfork
+    case SYS_vfork:
+#endif
+        guard_cwd_memo_off();
+        return guard_sys(nr, a, b, c, d, e, f);
     default:
         return guard_sys(nr, a, b, c, d, e, f);
     }

@@ -82,6 +82,42 @@ print(len(pids))')
     assert_eq "$npids" 1 "distinct pids in the guard rows"
 }
 
+test_relative_paths_follow_every_change_of_the_current_directory() {
+    # The guard remembers the current directory for a moment (path.c):
+    # after chdir, fchdir, syscall(SYS_chdir), another thread's chdir, a
+    # rename above the cwd (here, or by another process) and inside
+    # nftw(FTW_CHDIR), a relative path must be judged and recorded where it
+    # really is.
+    cat > "$T/cwd.yaml" <<'EOF2'
+version: 1
+name: cwd
+files:
+  read:
+    deny: ["**/private/**"]
+  write:
+    allow: ["**"]
+EOF2
+    prog agent_cwd; mkdir private; echo s > private/x; echo p > pub.txt
+    rc=0; out=$(guard --isolation "$ISO" --name cwd1 --policy "$T/cwd.yaml" -- ./agent_cwd 2>&1) ||
+        rc=$?
+    assert_eq "$rc" 0 "agent_cwd failures: $out"
+    assert_not_contains "$out" FAIL
+    expect_row agent=cwd1 op=open-read decision=deny target="$PWD/private/x"
+    expect_row agent=cwd1 op=open-write decision=allow target="$PWD/d1/sub/f"
+    expect_row agent=cwd1 op=open-write decision=allow target="$PWD/d2/sub/g"
+    expect_row agent=cwd1 op=open-write decision=allow target="$PWD/d3/sub/k"
+    expect_row agent=cwd1 op=open-read decision=allow target="$PWD/tree/a/leaf1"
+    expect_row agent=cwd1 op=open-read decision=allow target="$PWD/tree/leaf2"
+    # and never under a directory it had already left
+    rows >"$T/rows.json"
+    if has_row agent=cwd1 target="$PWD/d1/sub/g" <"$T/rows.json" ||
+       has_row agent=cwd1 target="$PWD/d2/sub/k" <"$T/rows.json" ||
+       has_row agent=cwd1 target="$PWD/leaf1" <"$T/rows.json" ||
+       has_row agent=cwd1 target="$PWD/private/pub.txt" <"$T/rows.json"; then
+        fail "a relative path was recorded under a directory already left"
+    fi
+}
+
 test_python_cannot_read_dotenv() {
     secret py
     rc=0; out=$(guard --isolation "$ISO" --name py1 --policy "$DEFAULT" -- \

@@ -1,0 +1,140 @@
+/*
+ * cwd.c — the calls that change the current directory, or may change it
+ * where the guard cannot see, so that the directory path.c remembers for
+ * judging relative paths is never used after it is out of date.
+ *
+ * chdir, fchdir, chroot and setns are not judged (moving around is not
+ * access; what is opened afterwards is): they only make every thread
+ * forget, before the call (so no lookup overlaps it with an old entry
+ * taken during the call) and after it.  nftw(FTW_CHDIR) and fts without
+ * FTS_NOCHDIR change directory through libc's internal calls, and a
+ * clone(CLONE_VM) child without CLONE_THREAD runs on our memory with a
+ * directory of its own: after any of those, this process asks the kernel
+ * every time.
+ */
+#include <errno.h>
+#include <fts.h>
+#include <ftw.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "guard.h"
+
+REAL_SLOT(chdir);
+REAL_SLOT(fchdir);
+REAL_SLOT(chroot);
+REAL_SLOT(setns);
+REAL_SLOT(nftw);
+REAL_SLOT(nftw64);
+REAL_SLOT(fts_open);
+REAL_SLOT(clone);
+
+#define AROUND(name, ...)                           \
+    do {                                            \
+        __typeof__(&name) real = REAL(name);        \
+        if (!real) {                                \
+            errno = ENOSYS;                         \
+            return -1;                              \
+        }                                           \
+        guard_cwd_changed();                        \
+        int rc_ = real(__VA_ARGS__);                \
+        int e_ = errno;                             \
+        guard_cwd_changed();                        \
+        errno = e_;                                 \
+        return rc_;                                 \
+    } while (0)
+
+SBX_EXPORT int chdir(const char *path)
+{
+    AROUND(chdir, path);
+}
+
+SBX_EXPORT int fchdir(int fd)
+{
+    AROUND(fchdir, fd);
+}
+
+SBX_EXPORT int chroot(const char *path)
+{
+    AROUND(chroot, path);
+}
+
+SBX_EXPORT int setns(int fd, int nstype)
+{
+    AROUND(setns, fd, nstype);
+}
+
+SBX_EXPORT int nftw(const char *dir, __nftw_func_t fn, int fds, int flags)
+{
+    __typeof__(&nftw) real = REAL(nftw);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (flags & FTW_CHDIR)
+        guard_cwd_memo_off();
+    return real(dir, fn, fds, flags);
+}
+
+SBX_EXPORT int nftw64(const char *dir, __nftw64_func_t fn, int fds, int flags)
+{
+    __typeof__(&nftw64) real = REAL(nftw64);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (flags & FTW_CHDIR)
+        guard_cwd_memo_off();
+    return real(dir, fn, fds, flags);
+}
+
+SBX_EXPORT FTS *fts_open(char *const *argv, int options,
+                         int (*compar)(const FTSENT **, const FTSENT **))
+{
+    __typeof__(&fts_open) real = REAL(fts_open);
+    if (!real) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    if (!(options & FTS_NOCHDIR))
+        guard_cwd_memo_off();
+    return real(argv, options, compar);
+}
+
+REAL_SLOT(fts64_open);
+
+SBX_EXPORT FTS64 *fts64_open(char *const *argv, int options,
+                             int (*compar)(const FTSENT64 **, const FTSENT64 **))
+{
+    __typeof__(&fts64_open) real = REAL(fts64_open);
+    if (!real) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    if (!(options & FTS_NOCHDIR))
+        guard_cwd_memo_off();
+    return real(argv, options, compar);
+}
+
+/* glibc's clone reads parent_tid, tls and child_tid from the registers
+ * whatever the flags say; so do we, and pass them on unchanged.  A child
+ * on our memory that is not a thread, or a thread with its own directory,
+ * could fill in (or read) a remembered directory that is not its own. */
+SBX_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    pid_t *ptid = va_arg(ap, pid_t *);
+    void *tls = va_arg(ap, void *);
+    pid_t *ctid = va_arg(ap, pid_t *);
+    va_end(ap);
+    __typeof__(&clone) real = REAL(clone);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if ((flags & CLONE_VM) && (!(flags & CLONE_THREAD) || !(flags & CLONE_FS)))
+        guard_cwd_memo_off();
+    return real(fn, stack, flags, arg, ptid, tls, ctid);
+}
