@@ -228,6 +228,14 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     struct sbx_event_view view;
     if (n == 0 || sbx_event_decode(d->scratch, n, &view) < 0)
         return reply_err(c, "event does not encode");
+    if (!lifecycle(ev.op)) {
+        /* What a supervisor saw (an exec, a connect): into the open batch,
+         * committed with the rings' rows rather than one commit per exec,
+         * and held until then so that a failed batch loses none of them. */
+        if (daemon_hold(d, d->scratch, n, c->agent, pid, c->uid) < 0)
+            return reply_err(c, "audit store: too many rows wait for a failed store");
+        return reply_ok(c);
+    }
     if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START) {
         rings_catch_up(d);
         rings_drain(d, 0, false);

@@ -121,6 +121,72 @@ void daemon_store_failed(struct daemon *d)
     d->store_retry_ms = now + RETRY_MS;
 }
 
+/* Rows waiting for a failed store, at most: beyond, EVENT is refused. */
+#define HELD_MAX 100000
+
+static int append_held(struct daemon *d, const struct held *h)
+{
+    struct sbx_event_view v;
+    if (sbx_event_decode(h->rec, h->len, &v) < 0)
+        return 0;               /* encoded by us: cannot happen */
+    struct agent a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.name, h->name, sizeof a.name);
+    memcpy(a.run_id, h->run_id, sizeof a.run_id);
+    a.ref = h->ref;
+    return daemon_append_view(d, &v, &a, h->pid, h->uid);
+}
+
+int daemon_hold(struct daemon *d, const unsigned char *rec, size_t len,
+                const struct agent *a, int64_t pid, int64_t uid)
+{
+    if (d->n_held >= HELD_MAX)
+        return -1;
+    struct held *h = malloc(sizeof *h + len);
+    if (!h)
+        return -1;
+    memset(h, 0, sizeof *h);
+    if (a) {
+        memcpy(h->name, a->name, sizeof h->name);
+        memcpy(h->run_id, a->run_id, sizeof h->run_id);
+        h->ref = a->ref;
+    }
+    h->pid = pid;
+    h->uid = uid;
+    h->len = len;
+    memcpy(h->rec, rec, len);
+    if (!d->held_tail)
+        d->held_tail = &d->held;
+    *d->held_tail = h;
+    d->held_tail = &h->next;
+    d->n_held++;
+    /* While the store is failed the batch is not open: the row goes in at
+     * the next retry (held_replay). */
+    if (!d->store_failed)
+        (void)append_held(d, h);
+    return 0;
+}
+
+static void held_release(struct daemon *d)
+{
+    while (d->held) {
+        struct held *h = d->held;
+        d->held = h->next;
+        free(h);
+    }
+    d->held_tail = &d->held;
+    d->n_held = 0;
+}
+
+/* After a failed batch, at the retry: the held rows go into the new batch
+ * before the rings are drained again. */
+static void held_replay(struct daemon *d)
+{
+    for (struct held *h = d->held; h && !d->store_failed; h = h->next)
+        if (append_held(d, h) < 0)
+            break;
+}
+
 int daemon_commit(struct daemon *d, bool durable)
 {
     if (d->store_failed) {
@@ -134,6 +200,7 @@ int daemon_commit(struct daemon *d, bool durable)
         return -1;
     }
     rings_publish(d);
+    held_release(d);
     int64_t head = audit_store_last_id(d->store);
     uint64_t now = daemon_now_ms();
     if (head != d->logged_head && (durable || now - d->last_head_log_ms >= 60000)) {
@@ -254,7 +321,10 @@ static void turn(struct daemon *d)
     uint64_t now = daemon_now_ms();
     size_t got = 0;
     if (now >= d->store_retry_ms) {
+        bool was_failed = d->store_failed;
         d->store_failed = false;
+        if (was_failed)
+            held_replay(d);
         got = rings_drain(d, DRAIN_BUDGET, false);
     }
     size_t pending = audit_store_pending(d->store);
@@ -360,6 +430,7 @@ static void shutdown_all(struct daemon *d)
  * keeps leak checkers quiet about real leaks). */
 static void free_all(struct daemon *d)
 {
+    held_release(d);
     while (d->rings) {
         struct ring *r = d->rings;
         d->rings = r->next;

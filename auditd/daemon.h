@@ -88,6 +88,18 @@ struct conn {
     bool closing;
 };
 
+/* A row that came over control.sock (what a supervisor saw) and sits in the
+ * open batch: kept until that batch is committed, so that a batch that fails
+ * (a full disk) can take it again, as ring rows are taken again from their
+ * rings.  The agent is copied: the registry entry may be gone by then. */
+struct held {
+    struct held *next;
+    char name[128], run_id[40];
+    int64_t ref, pid, uid;
+    size_t len;
+    unsigned char rec[];
+};
+
 struct daemon {
     int epfd, sigfd, ev_listen, ctl_listen;
     int reserve_fd;             /* spare descriptor for EMFILE */
@@ -110,6 +122,8 @@ struct daemon {
     uint64_t last_busy_ms;      /* last turn that drained something */
     uint64_t head_ms;           /* when the store's head file was last brought up */
     int64_t logged_head;
+    struct held *held, **held_tail;
+    size_t n_held;
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
 };
 
@@ -120,6 +134,12 @@ void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A store write failed: roll back, rewind the rings, retry later. */
 void daemon_store_failed(struct daemon *d);
 int daemon_commit(struct daemon *d, bool durable);
+/* Puts the encoded record REC (from control.sock) into the open batch and
+ * keeps it until a commit has stored it (or the store failed: then it goes
+ * into the batch after the next retry).  0, or -1 when too many rows are
+ * already waiting for a failed store. */
+int daemon_hold(struct daemon *d, const unsigned char *rec, size_t len,
+                const struct agent *a, int64_t pid, int64_t uid);
 int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
 /* accept4 on LISTEN (non-blocking, close-on-exec); -1 when there is
  * nothing (more) to accept.  Out of descriptors, it drops the connection

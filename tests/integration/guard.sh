@@ -118,6 +118,36 @@ EOF2
     fi
 }
 
+test_supervisor_rows_survive_a_failing_store() {
+    # The supervisor's rows (sbx-guard's, over control.sock) join the
+    # daemon's batch instead of a commit per exec: a batch that fails must
+    # give them back for the retry, as the rings give back theirs.
+    mkdir -p "$SBX_RUNTIME_DIR"
+    SBX_AUDITD_FAULT_FILE="$T/disk-full" sbx-auditd 2>d.log &
+    i=0; until [ -S "$SBX_RUNTIME_DIR/control.sock" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    cp /bin/true ./marker-a; cp /bin/true ./marker-b
+    guard --isolation native --name held1 --policy "$DEFAULT" -- sh -c \
+        'until [ -e go ]; do sleep 0.05; done; ./marker-a; ./marker-b; : > did
+         until [ -e end ]; do sleep 0.05; done' >g.out 2>&1 &
+    gp=$!
+    i=0; until [ -n "$(sbx-audit agents 2>/dev/null | grep held1)" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    touch "$T/disk-full" go
+    i=0; until [ -e did ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i+1)); done
+    [ -e did ] || fail "the agent did not run its markers"
+    sleep 0.5
+    q="select count(*) from events where layer = 'supervisor' and op = 'exec' and target like '%/marker-_'"
+    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "$q")" 0 "supervisor rows stored while failing"
+    assert_contains "$(cat d.log)" "AUDIT STORE WRITE FAILED"
+    rm "$T/disk-full"
+    # the daemon retries every second
+    i=0; until [ "$(sqlite3 "$SBX_AUDIT_DB" "$q")" = 2 ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "$q")" 2 "supervisor rows after the store healed"
+    touch end
+    wait $gp || fail "sbx-guard: $(cat g.out)"
+    assert_not_contains "$(cat g.out)" "could not record"
+    assert_contains "$(sbx-audit verify)" "chain intact, head matches"
+}
+
 test_python_cannot_read_dotenv() {
     secret py
     rc=0; out=$(guard --isolation "$ISO" --name py1 --policy "$DEFAULT" -- \
