@@ -127,8 +127,9 @@ test_supervisor_rows_survive_a_failing_store() {
     i=0; until [ -S "$SBX_RUNTIME_DIR/control.sock" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
     cp /bin/true ./marker-a; cp /bin/true ./marker-b
     guard --isolation native --name held1 --policy "$DEFAULT" -- sh -c \
-        'until [ -e go ]; do sleep 0.05; done; ./marker-a; ./marker-b; : > did
-         until [ -e end ]; do sleep 0.05; done' >g.out 2>&1 &
+        'i=0; until [ -e go ] || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done
+         ./marker-a; ./marker-b; : > did
+         i=0; until [ -e end ] || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done' >g.out 2>&1 &
     gp=$!
     i=0; until [ -n "$(sbx-audit agents 2>/dev/null | grep held1)" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
     touch "$T/disk-full" go
