@@ -65,41 +65,33 @@ SBX_EXPORT int setns(int fd, int nstype)
     AROUND(setns, fd, nstype);
 }
 
+/* The real NAME, after switching the memory off when COND holds. */
+#define OFF_IF(name, fail, cond, ...)               \
+    do {                                            \
+        __typeof__(&name) real = REAL(name);        \
+        if (!real) {                                \
+            errno = ENOSYS;                         \
+            return fail;                            \
+        }                                           \
+        if (cond)                                   \
+            guard_cwd_memo_off();                   \
+        return real(__VA_ARGS__);                   \
+    } while (0)
+
 SBX_EXPORT int nftw(const char *dir, __nftw_func_t fn, int fds, int flags)
 {
-    __typeof__(&nftw) real = REAL(nftw);
-    if (!real) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (flags & FTW_CHDIR)
-        guard_cwd_memo_off();
-    return real(dir, fn, fds, flags);
+    OFF_IF(nftw, -1, flags & FTW_CHDIR, dir, fn, fds, flags);
 }
 
 SBX_EXPORT int nftw64(const char *dir, __nftw64_func_t fn, int fds, int flags)
 {
-    __typeof__(&nftw64) real = REAL(nftw64);
-    if (!real) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (flags & FTW_CHDIR)
-        guard_cwd_memo_off();
-    return real(dir, fn, fds, flags);
+    OFF_IF(nftw64, -1, flags & FTW_CHDIR, dir, fn, fds, flags);
 }
 
 SBX_EXPORT FTS *fts_open(char *const *argv, int options,
                          int (*compar)(const FTSENT **, const FTSENT **))
 {
-    __typeof__(&fts_open) real = REAL(fts_open);
-    if (!real) {
-        errno = ENOSYS;
-        return NULL;
-    }
-    if (!(options & FTS_NOCHDIR))
-        guard_cwd_memo_off();
-    return real(argv, options, compar);
+    OFF_IF(fts_open, NULL, !(options & FTS_NOCHDIR), argv, options, compar);
 }
 
 REAL_SLOT(fts64_open);
@@ -107,14 +99,7 @@ REAL_SLOT(fts64_open);
 SBX_EXPORT FTS64 *fts64_open(char *const *argv, int options,
                              int (*compar)(const FTSENT64 **, const FTSENT64 **))
 {
-    __typeof__(&fts64_open) real = REAL(fts64_open);
-    if (!real) {
-        errno = ENOSYS;
-        return NULL;
-    }
-    if (!(options & FTS_NOCHDIR))
-        guard_cwd_memo_off();
-    return real(argv, options, compar);
+    OFF_IF(fts64_open, NULL, !(options & FTS_NOCHDIR), argv, options, compar);
 }
 
 /* glibc's clone reads parent_tid, tls and child_tid from the registers
