@@ -241,7 +241,7 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         rings_drain(d, 0, false);
     }
     if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
-        daemon_commit(d, lifecycle(ev.op)) < 0) {
+        daemon_commit(d, true) < 0) {
         daemon_store_failed(d);
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
     }

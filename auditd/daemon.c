@@ -155,8 +155,6 @@ int daemon_hold(struct daemon *d, const unsigned char *rec, size_t len,
     h->uid = uid;
     h->len = len;
     memcpy(h->rec, rec, len);
-    if (!d->held_tail)
-        d->held_tail = &d->held;
     *d->held_tail = h;
     d->held_tail = &h->next;
     d->n_held++;
@@ -474,6 +472,7 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
         return 1;
     d->uid = geteuid();
     d->retain_ns = retain_ns;
+    d->held_tail = &d->held;
     d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
     d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* Every agent process holds a ring socket, an eventfd and a pidfd

@@ -19,9 +19,9 @@ struct audit_store {
     unsigned char last_hash[AUDIT_HASH_LEN];
     int64_t t_id;                           /* end inside the open batch */
     unsigned char t_hash[AUDIT_HASH_LEN];
-    int wal_pages;
+    int wal_pages;                          /* WAL size after the last commit */
     bool head_dirty;                        /* rows committed after the head file */
-    char fault_file[256];                   /* tests: commits fail while it exists */                          /* WAL size after the last commit */
+    char fault_file[256];                   /* tests: commits fail while it exists */
     char errmsg[512];
 };
 

@@ -8,9 +8,9 @@
  * forget, before the call (so no lookup overlaps it with an old entry
  * taken during the call) and after it.  nftw(FTW_CHDIR) and fts without
  * FTS_NOCHDIR change directory through libc's internal calls, and a
- * clone(CLONE_VM) child without CLONE_THREAD runs on our memory with a
- * directory of its own: after any of those, this process asks the kernel
- * every time.
+ * clone(CLONE_VM) child that is not a thread sharing our directory
+ * (CLONE_THREAD and CLONE_FS) runs on our memory with a directory of its
+ * own: after any of those, this process asks the kernel every time.
  */
 #include <errno.h>
 #include <fts.h>

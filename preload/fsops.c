@@ -137,7 +137,16 @@ out:
             errno = err_;                                            \
             return -1;                                               \
         }                                                            \
-        return real(__VA_ARGS__);                                    \
+        int rc_ = real(__VA_ARGS__);                                 \
+        if ((op) == SBX_OP_RENAME) {                                 \
+            /* a directory above the cwd may have moved (path.c);   \
+             * after the call: before it, another thread could      \
+             * remember the old name again */                        \
+            int e_ = errno;                                          \
+            guard_cwd_changed();                                     \
+            errno = e_;                                              \
+        }                                                            \
+        return rc_;                                                  \
     } while (0)
 
 /* An empty path with AT_EMPTY_PATH names DIRFD itself: judged on its path. */
@@ -211,50 +220,23 @@ SBX_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
     ONE_PATH(mknodat, SBX_OP_OPEN_WRITE, dirfd, path, true, dirfd, path, mode, dev);
 }
 
-/* A renamed directory may be above the current one: the rename functions
- * make path.c forget the current directory it remembers, once the rename
- * is done (before it, another thread could remember the old name again). */
-static int renamed(int rc)
-{
-    int e = errno;
-    guard_cwd_changed();
-    errno = e;
-    return rc;
-}
-
-static int rename_(const char *oldpath, const char *newpath)
+SBX_EXPORT int rename(const char *oldpath, const char *newpath)
 {
     TWO_PATHS(rename, SBX_OP_RENAME, AT_FDCWD, oldpath, false, AT_FDCWD, newpath,
               oldpath, newpath);
 }
 
-static int renameat_(int olddir, const char *oldpath, int newdir, const char *newpath)
+SBX_EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
 {
     TWO_PATHS(renameat, SBX_OP_RENAME, olddir, oldpath, false, newdir, newpath,
               olddir, oldpath, newdir, newpath);
 }
 
-static int renameat2_(int olddir, const char *oldpath, int newdir, const char *newpath,
-                      unsigned flags)
-{
-    TWO_PATHS(renameat2, SBX_OP_RENAME, olddir, oldpath, false, newdir, newpath,
-              olddir, oldpath, newdir, newpath, flags);
-}
-
-SBX_EXPORT int rename(const char *oldpath, const char *newpath)
-{
-    return renamed(rename_(oldpath, newpath));
-}
-
-SBX_EXPORT int renameat(int olddir, const char *oldpath, int newdir, const char *newpath)
-{
-    return renamed(renameat_(olddir, oldpath, newdir, newpath));
-}
-
 SBX_EXPORT int renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
                          unsigned flags)
 {
-    return renamed(renameat2_(olddir, oldpath, newdir, newpath, flags));
+    TWO_PATHS(renameat2, SBX_OP_RENAME, olddir, oldpath, false, newdir, newpath,
+              olddir, oldpath, newdir, newpath, flags);
 }
 
 SBX_EXPORT int link(const char *oldpath, const char *newpath)
