@@ -131,9 +131,11 @@ test_supervisor_rows_survive_a_failing_store() {
          ./marker-a; ./marker-b; : > did
          i=0; until [ -e end ] || [ $i -gt 400 ]; do sleep 0.05; i=$((i+1)); done' >g.out 2>&1 &
     gp=$!
-    # the store fails only once the start row is in (start is committed
-    # durably before sbx-guard goes on, and would fail the run otherwise)
-    i=0; until [ -n "$(rows --agent held1 --op start 2>/dev/null)" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    # the store fails only once both start rows are in (the registration's,
+    # and sbx-guard's once the agent runs, with its layers): each is
+    # committed durably before sbx-guard goes on, and would fail otherwise
+    i=0; until [ "$(rows --agent held1 --op start 2>/dev/null | wc -l)" -ge 2 ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(rows --agent held1 --op start | wc -l)" 2 "start rows before the fault"
     touch "$T/disk-full" go
     i=0; until [ -e did ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i+1)); done
     [ -e did ] || fail "the agent did not run its markers"
