@@ -37,6 +37,7 @@ int cmd_compile(struct policy *p, enum policy_list l, size_t i, const char *patt
     }
     p->cmds[l][i].re = re;
     atomic_init(&p->cmds[l][i].jitted, NULL);
+    p->cmds[l][i].need = cmd_filter_build(&p->arena, pattern, len, &p->cmds[l][i].need_caseless);
     return 0;
 }
 
@@ -261,14 +262,45 @@ static const char *shell_script(char *const argv[], size_t argc)
     return want && i < argc ? argv[i] : NULL;
 }
 
-/* Matches list L against S; the first rule that matches, or NULL. */
-static const struct policy_rule *first_match(const struct policy *p, enum policy_list l,
-                                             pcre2_match_data *md, const char *s,
-                                             bool fail_is_match)
+/* The matcher of one decision: PCRE2 is made ready only when a pattern
+ * passes its prefilter, so a line that no pattern can match needs neither
+ * libpcre2 nor its programs. */
+struct matcher {
+    const struct policy *p;
+    pcre2_match_data *md;
+    const char *failed;     /* why PCRE2 could not be made ready */
+};
+
+static bool matcher_ready(struct matcher *m)
 {
+    if (m->md != NULL)
+        return true;
+    if (m->failed != NULL)
+        return false;
+    if (cmd_prepare(m->p) < 0) {
+        m->failed = "the command rules could not be prepared";
+        return false;
+    }
+    count_decision(m->p);
+    m->md = pcre2_match_data_create(1, NULL);
+    if (m->md == NULL)
+        m->failed = "out of memory while matching command rules";
+    return m->md != NULL;
+}
+
+/* Matches list L against S; the first rule that matches, or NULL.  A
+ * pattern that cannot be run (M->failed) counts as a match when
+ * FAIL_IS_MATCH (the deny list) and as none otherwise. */
+static const struct policy_rule *first_match(struct matcher *m, enum policy_list l,
+                                             const char *s, bool fail_is_match)
+{
+    const struct policy *p = m->p;
     size_t n = strlen(s);
     for (size_t i = 0; i < p->n_rules[l]; i++) {
-        int rc = re_match(&p->cmds[l][i], md, s, n);
+        const struct cmd_match *c = &p->cmds[l][i];
+        if (!cmd_filter_pass(c->need, c->need_caseless, s, n))
+            continue;
+        int rc = matcher_ready(m) ? re_match(c, m->md, s, n) : -1;
         if (rc > 0 || (rc < 0 && fail_is_match))
             return &p->rules[l][i];
     }
@@ -281,33 +313,33 @@ static enum sbx_decision decide_line(const struct policy *p, const char *line,
                                      const char *script, const char *real_line,
                                      struct policy_verdict *v)
 {
+    struct matcher m = { .p = p };
     const struct policy_rule *r = NULL;
-    pcre2_match_data *md = NULL;
     enum sbx_decision d;
 
     if (p->n_rules[POLICY_CMD_DENY] == 0 && p->n_rules[POLICY_CMD_ALLOW] == 0)
         return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_ALLOW,
                                   "no command rules", false);
-    if (cmd_prepare(p) < 0)
-        return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
-                                  "the command rules could not be prepared", true);
-    count_decision(p);
-    md = pcre2_match_data_create(1, NULL);
-    if (md == NULL)
-        return policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY,
-                                  "out of memory while matching command rules", true);
-    r = first_match(p, POLICY_CMD_DENY, md, line, true);
+    r = first_match(&m, POLICY_CMD_DENY, line, true);
     if (r == NULL && script != NULL)
-        r = first_match(p, POLICY_CMD_DENY, md, script, true);
+        r = first_match(&m, POLICY_CMD_DENY, script, true);
     if (r == NULL && real_line != NULL)
-        r = first_match(p, POLICY_CMD_DENY, md, real_line, true);
+        r = first_match(&m, POLICY_CMD_DENY, real_line, true);
+    if (r != NULL && m.failed != NULL) {
+        d = policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY, m.failed, true);
+        goto out;
+    }
     if (r != NULL) {
         d = policy_verdict_set(p, v, r, SBX_DENY, r->reason ? r->reason : "matches commands.deny",
                                false);
         goto out;
     }
     if (p->n_rules[POLICY_CMD_ALLOW] > 0) {
-        r = first_match(p, POLICY_CMD_ALLOW, md, line, false);
+        r = first_match(&m, POLICY_CMD_ALLOW, line, false);
+        if (r == NULL && m.failed != NULL) {
+            d = policy_verdict_set(p, v, &p->cmd_default_rule, SBX_DENY, m.failed, true);
+            goto out;
+        }
         if (r == NULL) {
             d = policy_verdict_set(p, v, &p->implicit[POLICY_CMD_ALLOW], SBX_DENY,
                                    "no commands.allow rule matches", false);
@@ -319,7 +351,7 @@ static enum sbx_decision decide_line(const struct policy *p, const char *line,
     d = policy_verdict_set(p, v, &p->cmd_default_rule, SBX_ALLOW,
                            "no commands.deny rule matches", false);
 out:
-    pcre2_match_data_free(md);
+    pcre2_match_data_free(m.md);
     return d;
 }
 

@@ -234,7 +234,14 @@ static void walk_policy(struct img_op *o, struct policy *p)
                 o->bad = true;
         }
         struct cmd_match *c = array(o, &p->cmds[l], n, sizeof *c);
-        for (size_t i = 0; c && i < n && o->mode != M_SIZE; i++) {
+        for (size_t i = 0; c && i < n; i++) {
+            STR(c[i].need);
+            if (o->mode == M_SIZE)
+                continue;
+            unsigned char b;
+            memcpy(&b, &c[i].need_caseless, 1);
+            if (o->mode == M_RELOC && b > 1)
+                o->bad = true;
             /* the programs travel separately (serialized) */
             c[i].re = NULL;
             atomic_init(&c[i].jitted, NULL);

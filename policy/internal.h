@@ -102,6 +102,10 @@ const char *net_parse(struct arena *a, const char *text, struct policy_rule *r,
 struct cmd_match {
     pcre2_code *re;
     _Atomic(pcre2_code *) jitted;
+    /* The literal prefilter (cmdfilter.c): a line that fails it cannot
+     * match, and the pattern is not run.  NULL: always run. */
+    const char *need;
+    bool need_caseless;
 };
 
 struct policy {
@@ -147,6 +151,12 @@ void cmd_free_all(struct policy *p);
 /* Makes the PCRE2 programs of P usable (decodes them if P came from an
  * image); 0, or -1 if they cannot be (then every command decision denies). */
 int cmd_prepare(const struct policy *p);
+
+/* cmdfilter.c: the prefilter of PATTERN (in A), or NULL when the pattern
+ * is outside what the filter reads; *CASELESS: compare ignoring ASCII case.
+ * pass: false only if S[0..N) cannot match the pattern. */
+char *cmd_filter_build(struct arena *a, const char *pattern, size_t len, bool *caseless);
+bool cmd_filter_pass(const char *need, bool caseless, const char *s, size_t n);
 
 /* path.c */
 int path_join_fold(const char *base, const char *path, char *out, size_t outsz,
