@@ -58,7 +58,7 @@ PRELOAD_SRC := $(call src_of,preload)
 TOOLMAIN_SRC:= $(wildcard tools/sbx-*.c)
 TOOLLIB_SRC := $(filter-out $(TOOLMAIN_SRC),$(call src_of,tools))
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
-PROG_SRC    := $(filter-out tests/progs/static_% tests/progs/agent_%,$(wildcard tests/progs/*.c))
+PROG_SRC    := $(filter-out tests/progs/static_% tests/progs/agent_% tests/progs/lib_%,$(wildcard tests/progs/*.c))
 SPROG_SRC   := $(wildcard tests/progs/static_*.c tests/progs/agent_*.c)
 BENCH_SRC   := $(wildcard bench/bench_*.c)
 BPROG_SRC   := $(filter-out bench/bench_%,$(wildcard bench/*.c))
@@ -78,7 +78,8 @@ SBX_LIBS    := $(LIB_TOOLS) $(LIB_ISOLATE) $(LIB_AUDIT) $(LIB_POLICY) $(LIB_COMM
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLMAIN_SRC))
 DAEMON  := $(if $(wildcard auditd/sbx-auditd.c),$(BUILD)/bin/sbx-auditd)
 UNITS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG_SRC))
+PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG_SRC)) \
+           $(BUILD)/tests/progs/libfake/libpcre2-8.so.0 $(BUILD)/tests/progs/libfake/libyaml-0.so.2
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
 
 .PHONY: all deps test check demo bench sanitize install clean components
@@ -159,7 +160,12 @@ $(BUILD)/lib/%.a:
 # lazylib.h renames the libpcre2/libyaml calls to stand-ins that dlopen the
 # library at first use; compat.c has the libbsd/libmd functions: so the
 # preload needs none of those four libraries at load time.
-PRELOAD_CFLAGS = $(filter-out $(SANFLAGS),$(ALL_CFLAGS)) -include preload/lazylib.h
+# They are loaded by absolute path (lazylib.c says why): where pkg-config
+# says they are.
+LIB_PCRE2 = $(shell pkg-config --variable=libdir libpcre2-8 2>/dev/null)/libpcre2-8.so.0
+LIB_YAML  = $(shell pkg-config --variable=libdir yaml-0.1 2>/dev/null)/libyaml-0.so.2
+PRELOAD_CFLAGS = $(filter-out $(SANFLAGS),$(ALL_CFLAGS)) -include preload/lazylib.h \
+                 -DSBX_LIBPCRE2='"$(LIB_PCRE2)"' -DSBX_LIBYAML='"$(LIB_YAML)"'
 $(BUILD)/preload-obj/%.o: %.c preload/lazylib.h Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -MMD -MP -c $< -o $@
@@ -173,6 +179,8 @@ $(BUILD)/preload-obj/gen/%.o: $(BUILD)/gen/%.c
 
 $(PRELOAD_SO): $(PRELOAD_OBJ)
 	@mkdir -p $(dir $@)
+	@for l in $(LIB_PCRE2) $(LIB_YAML); do [ -e "$$l" ] || \
+	    { echo "the preload loads $$l at run time, and it is not there (make deps)" >&2; exit 1; }; done
 	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ $(LDFLAGS) -lpthread -ldl
 
 # ---- programs --------------------------------------------------------------
@@ -196,6 +204,12 @@ $(BUILD)/tests/progs/static_%: tests/progs/static_%.c
 $(BUILD)/tests/progs/agent_%: tests/progs/agent_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -pthread -o $@ $<
+
+# A library with the sonames the preload loads, for the test that puts it on
+# LD_LIBRARY_PATH (tests/integration/guard.sh).
+$(BUILD)/tests/progs/libfake/%: tests/progs/lib_fake.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -shared -fPIC -Wl,-soname,$* -o $@ $<
 
 $(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)

@@ -1,8 +1,13 @@
 /*
  * lazylib.c — the stand-ins lazylib.h renames the libpcre2 and libyaml
- * calls to: the first call of one loads its library (dlopen, by soname,
- * as the loader would have) and looks the function up; later calls go
- * straight through the cached pointer.
+ * calls to: the first call of one loads its library and looks the
+ * function up; later calls go straight through the cached pointer.
+ *
+ * The library is loaded by the absolute path the build found it at
+ * (SBX_LIBPCRE2, SBX_LIBYAML: the Makefile asks pkg-config), never by
+ * soname: a soname is searched on LD_LIBRARY_PATH, which the agent sets
+ * for the processes it starts, and a libpcre2 of its own could answer "no
+ * match" to every command rule.
  *
  * No lock: two threads racing here both get the same handle (dlopen counts
  * references) and the same addresses, and publish them with release
@@ -24,7 +29,10 @@
 
 enum { LZ_PCRE2, LZ_YAML, LZ__COUNT };
 
-static const char *const lz_names[LZ__COUNT] = { "libpcre2-8.so.0", "libyaml-0.so.2" };
+#if !defined(SBX_LIBPCRE2) || !defined(SBX_LIBYAML)
+#error "build with -DSBX_LIBPCRE2=/path/libpcre2-8.so.0 -DSBX_LIBYAML=/path/libyaml-0.so.2"
+#endif
+static const char *const lz_names[LZ__COUNT] = { SBX_LIBPCRE2, SBX_LIBYAML };
 static _Atomic(void *) lz_handle[LZ__COUNT];
 
 static void *lz_sym(int lib, _Atomic(void *) *slot, const char *name)
