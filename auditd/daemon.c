@@ -301,9 +301,6 @@ static void handle(struct daemon *d, struct epoll_event *e)
     case EP_RING_SOCK:
         ring_on_sock(d, ep->obj, e->events);
         break;
-    case EP_RING_EFD:
-        ring_on_efd(ep->obj);
-        break;
     case EP_RING_PIDFD:
         ring_on_exit(d, ep->obj);
         break;
@@ -436,8 +433,6 @@ static void free_all(struct daemon *d)
             munmap(r->hdr, SBX_RING_BYTES);
         if (r->sock >= 0)
             close(r->sock);
-        if (r->efd >= 0)
-            close(r->efd);
         if (r->pidfd >= 0)
             close(r->pidfd);
         free(r);
@@ -475,8 +470,8 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
     d->held_tail = &d->held;
     d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
     d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    /* Every agent process holds a ring socket, an eventfd and a pidfd
-     * here: take all the descriptors we may. */
+    /* Every agent process holds a ring socket and a pidfd here: take all
+     * the descriptors we may. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;

@@ -24,7 +24,7 @@
 #include "event.h"
 #include "store.h"
 
-enum ep_kind { EP_EVENTS_LISTEN, EP_CTL_LISTEN, EP_SIGNAL, EP_RING_SOCK, EP_RING_EFD,
+enum ep_kind { EP_EVENTS_LISTEN, EP_CTL_LISTEN, EP_SIGNAL, EP_RING_SOCK,
                EP_RING_PIDFD, EP_CONN };
 
 /* What an epoll registration points at. */
@@ -38,8 +38,8 @@ struct conn;
 
 struct ring {
     struct ring *next;
-    struct ep ep_sock, ep_efd, ep_pid;
-    int sock, efd, pidfd;
+    struct ep ep_sock, ep_pid;
+    int sock, pidfd;
     struct sbx_ring_hdr *hdr;   /* NULL until registered */
     struct sbx_ring_slot *slots;
     uint64_t tail;              /* consumed (in the open batch) */
@@ -156,7 +156,6 @@ void rings_accept(struct daemon *d);
  * processes sent must be in hand. */
 void rings_catch_up(struct daemon *d);
 void ring_on_sock(struct daemon *d, struct ring *r, uint32_t events);
-void ring_on_efd(struct ring *r);
 void ring_on_exit(struct daemon *d, struct ring *r);
 /* Drains every ring into the open batch, at most BUDGET records per ring
  * (0: no limit).  FINAL: the writers are gone; skip uncommitted slots.

@@ -47,9 +47,8 @@ void rings_accept(struct daemon *d)
             continue;
         }
         r->sock = fd;
-        r->efd = r->pidfd = -1;
+        r->pidfd = -1;
         r->ep_sock = (struct ep){ EP_RING_SOCK, r };
-        r->ep_efd = (struct ep){ EP_RING_EFD, r };
         r->ep_pid = (struct ep){ EP_RING_PIDFD, r };
         if (daemon_epoll_add(d, fd, &r->ep_sock, EPOLLIN | EPOLLRDHUP) < 0) {
             close(fd);
@@ -71,7 +70,9 @@ void rings_catch_up(struct daemon *d)
 
 static void reply(int fd, const char *msg)
 {
-    if (send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+    /* A process that has exited already is not an error worth a line. */
+    if (send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EPIPE &&
+        errno != ECONNRESET)
         daemon_log("events.sock: reply failed: %s", strerror(errno));
 }
 
@@ -90,19 +91,6 @@ static struct agent *agent_by_run_id(struct daemon *d, const char *id)
         if (strcmp(a->run_id, id) == 0)
             return a;
     return NULL;
-}
-
-/* The wake-up descriptor is read whenever epoll says so: it must be an
- * eventfd (a pipe or socket of the agent's could be made to misbehave). */
-static bool is_eventfd(int fd)
-{
-    char p[64], target[64];
-    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(p, target, sizeof target - 1);
-    if (n < 0)
-        return false;
-    target[n] = '\0';
-    return strcmp(target, "anon_inode:[eventfd]") == 0;
 }
 
 /* True if FD is memory we can map as a ring without fearing SIGBUS: a memfd
@@ -147,6 +135,7 @@ static void ring_register(struct daemon *d, struct ring *r)
     bool have_cred = false;
     const char *why = NULL;
     void *map = MAP_FAILED;
+    bool answer = true;
 
     ssize_t n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -163,10 +152,11 @@ static void ring_register(struct daemon *d, struct ring *r)
         }
     }
     if (n != (ssize_t)sizeof reg || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-        memcmp(reg.magic, SBX_REG_MAGIC, sizeof reg.magic) != 0 || nfds != 2 || !have_cred) {
+        memcmp(reg.magic, SBX_REG_MAGIC, sizeof reg.magic) != 0 || nfds != 1 || !have_cred) {
         why = "error: malformed ring registration";
         goto fail;
     }
+    answer = !(reg.flags & SBX_REG_NO_REPLY);
     reg.agent_id[sizeof reg.agent_id - 1] = '\0';
     reg.token[sizeof reg.token - 1] = '\0';
     struct agent *a = agent_by_run_id(d, reg.agent_id);
@@ -180,10 +170,6 @@ static void ring_register(struct daemon *d, struct ring *r)
         /* A process that did not wait for this answer learns it from
          * its ring: every further event fails (emit.c). */
         mark_refused(fds[0]);
-        goto fail;
-    }
-    if (!is_eventfd(fds[1])) {
-        why = "error: the second descriptor is not an eventfd";
         goto fail;
     }
     if (!is_ring_memory(fds[0])) {
@@ -214,7 +200,6 @@ static void ring_register(struct daemon *d, struct ring *r)
         pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
     r->hdr = h;
     r->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
-    r->efd = fds[1];
     r->pidfd = pidfd;
     r->pid = cred.pid;
     r->uid = cred.uid;
@@ -227,21 +212,21 @@ static void ring_register(struct daemon *d, struct ring *r)
     atomic_store(&h->killed, a->soft_killed ? 1u : 0u);
     atomic_store(&h->sleeping, 0u);
     atomic_store(&h->gone, 0u);
-    daemon_epoll_add(d, r->efd, &r->ep_efd, EPOLLIN);
     if (pidfd >= 0)
         daemon_epoll_add(d, pidfd, &r->ep_pid, EPOLLIN);
     else
         daemon_log("pidfd_open(%d): %s; the ring ends with its socket", (int)cred.pid,
                    strerror(errno));
     close(fds[0]);
-    reply(r->sock, "ok");
+    if (answer)
+        reply(r->sock, "ok");
     return;
 fail:
     if (map != MAP_FAILED)
         munmap(map, SBX_RING_BYTES);
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
-    if (why)
+    if (why && answer)
         reply(r->sock, why);
     r->dead = true;
     epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
@@ -260,17 +245,17 @@ void ring_on_sock(struct daemon *d, struct ring *r, uint32_t events)
         if (!r->hdr || r->pidfd < 0)
             r->dead = true;
     } else if (events & EPOLLIN) {
+        /* Wake-ups: the turn that follows drains every ring.  Bounded, so
+         * that a process sending nothing else cannot keep us here. */
         char junk[64];
-        if (recv(r->sock, junk, sizeof junk, MSG_DONTWAIT) == 0)
-            epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
+        for (int i = 0; i < 64; i++) {
+            ssize_t n = recv(r->sock, junk, sizeof junk, MSG_DONTWAIT);
+            if (n == 0)
+                epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
+            if (n <= 0)
+                break;
+        }
     }
-}
-
-void ring_on_efd(struct ring *r)
-{
-    uint64_t v;
-    ssize_t n = read(r->efd, &v, sizeof v);
-    (void)n;
 }
 
 void ring_on_exit(struct daemon *d, struct ring *r)
@@ -402,8 +387,6 @@ static void ring_free(struct daemon *d, struct ring *r)
     }
     if (r->sock >= 0)
         close(r->sock);     /* closing drops it from epoll too */
-    if (r->efd >= 0)
-        close(r->efd);
     if (r->pidfd >= 0)
         close(r->pidfd);
     if (r->agent) {

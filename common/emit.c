@@ -28,11 +28,12 @@
  * Descriptors.  The program owns the descriptor table, not us: a shell's
  * `exec 4>file` takes fd 4 whether or not we hold it, and closefrom() or
  * close_range() in a child closes ours and lets the numbers be reused.  So
- * our three descriptors are moved far above the low numbers programs pick,
- * and each is remembered with its inode: before we write to one (the
- * wake-up) or close one (a forked child dropping its parent's), we check it
- * is still ours.  Writing 8 bytes into a user's file is worse than losing a
- * wake-up (the daemon also looks at every ring on a short timer).
+ * our two descriptors (the ring's memfd and the registration socket) are
+ * moved far above the low numbers programs pick, and each is remembered with
+ * its inode: before we write to one (the wake-up) or close one (a forked
+ * child dropping its parent's), we check it is still ours.  Writing a byte
+ * into a user's socket is worse than losing a wake-up (the daemon also looks
+ * at every ring on a short timer).
  *
  * Nothing here allocates or takes a lock; the only waits are bounded.
  */
@@ -46,7 +47,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -75,7 +75,7 @@ struct emit_proc {
     pid_t owner;            /* the process that registered the ring */
     struct sbx_ring_hdr *ring;
     struct sbx_ring_slot *slots;
-    struct own_fd memfd, efd, sock;
+    struct own_fd memfd, sock;
 };
 
 /* Configuration: plain memory, inherited by children (they report for the
@@ -92,8 +92,8 @@ static struct emit_proc *proc;
 /* What this process's ring was, in plain memory: a forked child finds here
  * the parent's descriptors and mapping, which it closes before registering
  * its own. */
-static struct { void *map; struct own_fd memfd, efd, sock; } inherited = {
-    NULL, { -1, 0 }, { -1, 0 }, { -1, 0 } };
+static struct { void *map; struct own_fd memfd, sock; } inherited = {
+    NULL, { -1, 0 }, { -1, 0 } };
 static char last_error[512];
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
@@ -232,7 +232,7 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
-/* Sends the registration for MEMFD/EFD and, if WAIT, waits for the
+/* Sends the registration for MEMFD and, if WAIT, waits for the
  * daemon's answer.  Returns the connected socket, or -1.
  *
  * Not waiting saves the agent's process a round trip to the daemon (its
@@ -242,7 +242,7 @@ static void close_fd(int *fd)
  * from the connection (SO_PEERPIDFD), the memory stays alive in flight, and
  * sbx-auditd takes every queued registration before it records an agent's
  * end.  A refusal marks the ring (SBX_RING_REFUSED); see ensure_ring. */
-static int send_registration(int memfd, int efd, bool wait, int base)
+static int send_registration(int memfd, bool wait, int base)
 {
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) {
@@ -269,9 +269,10 @@ static int send_registration(int memfd, int efd, bool wait, int base)
     memcpy(reg.magic, SBX_REG_MAGIC, sizeof reg.magic);
     strlcpy(reg.agent_id, cfg.agent_id, sizeof reg.agent_id);
     strlcpy(reg.token, cfg.token, sizeof reg.token);
+    reg.flags = wait ? 0 : SBX_REG_NO_REPLY;
 
     union {
-        char buf[CMSG_SPACE(2 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+        char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
         struct cmsghdr align;
     } ctl;
     memset(&ctl, 0, sizeof ctl);
@@ -281,9 +282,8 @@ static int send_registration(int memfd, int efd, bool wait, int base)
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-    int fds[2] = { memfd, efd };
-    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &memfd, sizeof memfd);
     c = CMSG_NXTHDR(&mh, c);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_CREDENTIALS;
@@ -331,12 +331,10 @@ static int create_ring(struct emit_proc *p)
     if (inherited.map)
         munmap(inherited.map, SBX_RING_BYTES);
     drop_fd(&inherited.memfd);
-    drop_fd(&inherited.efd);
     drop_fd(&inherited.sock);
     inherited.map = NULL;
 
     void *map = MAP_FAILED;
-    int efd = -1;
     int base = high_base();
     int memfd = memfd_create("sbx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (memfd < 0) {
@@ -361,31 +359,22 @@ static int create_ring(struct emit_proc *p)
     h->version = SBX_RING_VERSION;
     h->nslots = SBX_RING_SLOTS;
     h->slot_size = SBX_RING_SLOT;
-    efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (efd < 0) {
-        set_error("eventfd failed");
-        goto fail;
-    }
-    efd = high_fd(efd, base);
-    int s = send_registration(memfd, efd, !cfg.async, base);
+    int s = send_registration(memfd, !cfg.async, base);
     if (s < 0)
         goto fail;
     p->ring = h;
     p->owner = (pid_t)syscall(SYS_getpid);
     p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
     p->memfd = own(memfd);
-    p->efd = own(efd);
     p->sock = own(s);
     inherited.map = map;
     inherited.memfd = p->memfd;
-    inherited.efd = p->efd;
     inherited.sock = p->sock;
     return 0;
 fail:
     if (map != MAP_FAILED)
         munmap(map, SBX_RING_BYTES);
     close_fd(&memfd);
-    close_fd(&efd);
     return -1;
 }
 
@@ -393,11 +382,11 @@ fail:
  * to whichever daemon now listens; it resumes at the published tail. */
 static int reregister(struct emit_proc *p)
 {
-    if (!still_ours(p->memfd) || !still_ours(p->efd)) {
-        set_error("the program closed the event ring's descriptors");
+    if (!still_ours(p->memfd)) {
+        set_error("the program closed the event ring's descriptor");
         return -1;
     }
-    int s = send_registration(p->memfd.fd, p->efd.fd, true, high_base());
+    int s = send_registration(p->memfd.fd, true, high_base());
     if (s < 0)
         return -1;
     drop_fd(&p->sock);
@@ -457,12 +446,11 @@ static int ensure_ring(void)
 
 static void wake_daemon(struct emit_proc *p)
 {
-    uint64_t one = 1;
     atomic_store_explicit(&p->ring->sleeping, 0, memory_order_relaxed);
-    if (!still_ours(p->efd))
+    if (!still_ours(p->sock))
         return;     /* the daemon's timer will find the ring */
-    ssize_t w = write(p->efd.fd, &one, sizeof one);
-    (void)w;    /* EAGAIN: the counter is already non-zero, it will wake */
+    ssize_t w = send(p->sock.fd, "w", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)w;    /* EAGAIN: wake-ups are queued already; EPIPE: it is gone */
 }
 
 /* True when the daemon that holds our ring is gone without saying so (it

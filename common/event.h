@@ -3,9 +3,10 @@
  * that carries it out of the agent, and the agent-side emitter.
  *
  * An agent process reports events with sbx_emit().  The first call creates a
- * per-process ring (a sealed memfd, mmap'ed MAP_SHARED) and hands it, with an
- * eventfd, to sbx-auditd over events.sock once (SCM_RIGHTS + SCM_CREDENTIALS,
- * plus the agent id and token).  After that an event is a copy into shared
+ * per-process ring (a sealed memfd, mmap'ed MAP_SHARED) and hands it to
+ * sbx-auditd over events.sock once (SCM_RIGHTS + SCM_CREDENTIALS, plus the
+ * agent id and token); the connection stays open, and a byte sent on it
+ * wakes a sleeping daemon.  After that an event is a copy into shared
  * memory: no system call, no allocation, no lock.  The daemon maps the same
  * pages, so an event whose sbx_emit() returned 0 survives SIGKILL of the
  * process.  The record encoding and the ring layout below are shared by the
@@ -183,7 +184,8 @@ struct sbx_ring_hdr {
     uint32_t magic, version, nslots, slot_size;
     _Alignas(64) _Atomic uint64_t head;
     _Alignas(64) _Atomic uint64_t tail;
-    _Alignas(64) _Atomic uint32_t sleeping;  /* daemon: 1 = wake me (eventfd) */
+    _Alignas(64) _Atomic uint32_t sleeping;  /* daemon: 1 = wake me (a byte on
+                                              * the registration socket) */
     _Atomic uint32_t killed;    /* daemon: agent soft-killed */
     _Atomic uint32_t gone;      /* daemon: I stopped reading this ring
                                  * (SBX_RING_GONE), or never took it
@@ -193,13 +195,18 @@ struct sbx_ring_hdr {
 };
 
 /* The registration message a process sends on events.sock (SOCK_SEQPACKET)
- * with SCM_RIGHTS {memfd, eventfd} and SCM_CREDENTIALS.  The daemon answers
- * with one message: "ok" or "error: TEXT". */
-#define SBX_REG_MAGIC "SBXRING1"
+ * with SCM_RIGHTS {memfd} and SCM_CREDENTIALS.  The daemon answers with one
+ * message, "ok" or "error: TEXT", unless the flags say nobody waits for it
+ * (a refusal is then marked in the ring: SBX_RING_REFUSED).  Every later
+ * message on the connection is a wake-up; its content does not matter. */
+#define SBX_REG_MAGIC "SBXRING2"
+#define SBX_REG_NO_REPLY 0x1u   /* the process does not wait for the answer */
 struct sbx_ring_reg {
     char magic[8];
     char agent_id[64];      /* run id, NUL-terminated */
     char token[72];         /* secret, NUL-terminated */
+    uint32_t flags;         /* SBX_REG_* */
+    uint32_t reserved;      /* 0 */
 };
 
 #endif
