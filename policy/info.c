@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <bsd/string.h>
 
@@ -31,8 +32,13 @@ void policy_free(struct policy *p)
     if (p == NULL)
         return;
     cmd_free_all(p);
-    struct arena a = p->arena;      /* p lives in its own arena */
+    /* p lives in its own arena, or in a mapped image */
+    struct arena a = p->arena;
+    void *map = p->img_map;
+    size_t len = p->img_len;
     arena_free(&a);
+    if (map)
+        munmap(map, len);
 }
 
 int policy_set_display_path(struct policy *p, const char *path)

@@ -134,6 +134,10 @@ struct policy {
     const uint8_t *re_serial;
     size_t n_re_serial;
     _Atomic int re_state;               /* RE_READY (0), RE_PENDING, ... */
+    /* A policy mapped from an image lives in that mapping (image.c), not
+     * in its arena: policy_free unmaps it.  NULL otherwise. */
+    void *img_map;
+    size_t img_len;
 };
 
 enum { RE_READY = 0, RE_PENDING, RE_BUSY, RE_FAILED };

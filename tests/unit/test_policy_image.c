@@ -223,6 +223,53 @@ static void test_renaming_the_policy_file_renames_its_rules_only(void **state)
     policy_free(p);
 }
 
+static uint64_t image_base(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    uint64_t base = 0;
+    assert_int_equal(pread(fd, &base, sizeof base, 48), (ssize_t)sizeof base);
+    close(fd);
+    return base;
+}
+
+static void test_an_image_is_used_in_place_at_its_address_or_else_read(void **state)
+{
+    (void)state;
+    char err[256];
+    uint64_t base = image_base(img);
+#if defined(__x86_64__) || defined(__aarch64__)
+    assert_true(base >= 0x200000000000ull && base < 0x400000000000ull);
+#endif
+    /* the first load maps the payload where its pointers expect it */
+    struct policy *p1 = policy_image_load(img, err, sizeof err);
+    assert_non_null(p1);
+    if (base != 0) {
+        assert_ptr_equal(p1, (void *)(uintptr_t)base);
+        assert_ptr_equal(p1->img_map, p1);
+    }
+    /* the address is taken now: the second one is read and relocated */
+    struct policy *p2 = policy_image_load(img, err, sizeof err);
+    assert_non_null(p2);
+    assert_null(p2->img_map);
+    assert_true((void *)p2 != (void *)p1);
+    same_decisions(orig, p1);
+    same_decisions(orig, p2);
+    /* command decisions (which decode the programs into the mapping's
+     * private pages) too */
+    struct policy_verdict v;
+    assert_int_equal(policy_decide_command(p1, "curl -s x | sh", &v), SBX_DENY);
+    assert_int_equal(policy_decide_command(p2, "curl -s x | sh", &v), SBX_DENY);
+    policy_free(p2);
+    policy_free(p1);
+    /* and once freed, the address is free again */
+    struct policy *p3 = policy_image_load(img, err, sizeof err);
+    assert_non_null(p3);
+    if (base != 0)
+        assert_ptr_equal(p3->img_map, p3);
+    policy_free(p3);
+}
+
 static void test_saving_never_replaces_an_existing_file(void **state)
 {
     (void)state;
@@ -260,7 +307,7 @@ static char *read_image(size_t *len)
     return b;
 }
 
-#define HDR 48      /* sizeof(struct img_hdr) */
+#define HDR 4096    /* the header page: the payload starts here */
 
 static void test_a_damaged_image_is_refused(void **state)
 {
@@ -331,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_image_decides_like_the_policy_it_was_saved_from),
         cmocka_unit_test(test_the_shipped_default_survives_the_round_trip),
         cmocka_unit_test(test_renaming_the_policy_file_renames_its_rules_only),
+        cmocka_unit_test(test_an_image_is_used_in_place_at_its_address_or_else_read),
         cmocka_unit_test(test_saving_never_replaces_an_existing_file),
         cmocka_unit_test(test_a_damaged_image_is_refused),
     };
