@@ -222,6 +222,13 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         pid = strtonum(v, 1, 0x7fffffff, &e);
     if (e)
         return reply_err(c, "bad number: %s", e);
+    /* A start or an exit comes after what the agent's rings already hold.
+     * Taken before this row is encoded: draining decodes the rings' rows
+     * in d->scratch, which is where this row is about to be. */
+    if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START) {
+        rings_catch_up(d);
+        rings_drain(d, 0, false);
+    }
     /* Through the record encoding, so that long strings are cut exactly as
      * the rings cut them. */
     size_t n = sbx_event_encode(&ev, sbx_now_ns(), d->scratch, sizeof d->scratch);
@@ -235,10 +242,6 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         if (daemon_hold(d, d->scratch, n, c->agent, pid, c->uid) < 0)
             return reply_err(c, "audit store: too many rows wait for a failed store");
         return reply_ok(c);
-    }
-    if (ev.op == SBX_OP_EXIT || ev.op == SBX_OP_START) {
-        rings_catch_up(d);
-        rings_drain(d, 0, false);
     }
     if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
         daemon_commit(d, true) < 0) {

@@ -37,6 +37,35 @@ test_after_a_daemon_crash_emits_fail_fast_and_committed_rows_verify() {
     assert_contains "$(sbx-audit verify)" "ok: 1001 rows, chain intact"
 }
 
+test_lifecycle_rows_keep_their_text_when_ring_rows_arrive_with_them() {
+    # sbx-guard's start row reaches sbx-auditd while the agent's first
+    # processes are already reporting; the daemon takes their rings' rows
+    # first (so they come before the start in the store) and must not let
+    # them overwrite the start row's own text on the way.
+    for i in 1 2 3 4 5; do
+        guard --isolation none --name life$i --policy "$POLICIES/default.yaml" -- \
+            sh -c 'for f in 1 2 3 4 5 6 7 8 9 10; do cat /etc/hostname /nonexistent-$f; done' \
+            >/dev/null 2>&1 || true
+    done
+    rows --op start > "$T/start.json"
+    python3 - "$T/start.json" <<'PY'
+import json, sys
+bad = []
+n = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if not r["agent"].startswith("life"):
+        continue
+    n += 1
+    if not r["target"].startswith("sh -c for f in") or not (r["reason"] or "").startswith(("isolation", "policy")):
+        bad.append((r["agent"], r["target"], r["reason"]))
+if n != 10:
+    sys.exit(f"expected 10 start rows, found {n}")
+if bad:
+    sys.exit(f"start rows with another row's text: {bad}")
+PY
+}
+
 test_query_json_is_one_parsable_object_per_line_and_filters() {
     "$PROGS/emit_storm" j1 1000 1 0 >/dev/null
     "$PROGS/emit_storm" j2 500 1 0 >/dev/null
