@@ -271,8 +271,13 @@ static int send_registration(int memfd, bool wait, int base)
     strlcpy(reg.token, cfg.token, sizeof reg.token);
     reg.flags = wait ? 0 : SBX_REG_NO_REPLY;
 
+    /* No SCM_CREDENTIALS of ours: the kernel attaches this process's own
+     * to every message, and the daemon (SO_PASSCRED) receives them.
+     * Spelling them out would fail in a process that has just entered a
+     * user namespace with no uid map yet (unshare -r), whose uid is then
+     * the overflow uid. */
     union {
-        char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+        char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctl;
     memset(&ctl, 0, sizeof ctl);
@@ -284,12 +289,6 @@ static int send_registration(int memfd, bool wait, int base)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &memfd, sizeof memfd);
-    c = CMSG_NXTHDR(&mh, c);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_CREDENTIALS;
-    c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
-    struct ucred uc = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-    memcpy(CMSG_DATA(c), &uc, sizeof uc);
     ssize_t w;
     do
         w = sendmsg(s, &mh, MSG_NOSIGNAL);

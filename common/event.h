@@ -4,9 +4,9 @@
  *
  * An agent process reports events with sbx_emit().  The first call creates a
  * per-process ring (a sealed memfd, mmap'ed MAP_SHARED) and hands it to
- * sbx-auditd over events.sock once (SCM_RIGHTS + SCM_CREDENTIALS, plus the
- * agent id and token); the connection stays open, and a byte sent on it
- * wakes a sleeping daemon.  After that an event is a copy into shared
+ * sbx-auditd over events.sock once (SCM_RIGHTS, plus the agent id and
+ * token; the kernel attaches the sender's credentials); the connection
+ * stays open, and a byte sent on it wakes a sleeping daemon.  After that an event is a copy into shared
  * memory: no system call, no allocation, no lock.  The daemon maps the same
  * pages, so an event whose sbx_emit() returned 0 survives SIGKILL of the
  * process.  The record encoding and the ring layout below are shared by the
@@ -195,7 +195,8 @@ struct sbx_ring_hdr {
 };
 
 /* The registration message a process sends on events.sock (SOCK_SEQPACKET)
- * with SCM_RIGHTS {memfd} and SCM_CREDENTIALS.  The daemon answers with one
+ * with SCM_RIGHTS {memfd}; the daemon, which has SO_PASSCRED on the
+ * connection, gets the credentials the kernel attached.  It answers with one
  * message, "ok" or "error: TEXT", unless the flags say nobody waits for it
  * (a refusal is then marked in the ring: SBX_RING_REFUSED).  Every later
  * message on the connection is a wake-up; its content does not matter. */

@@ -252,6 +252,36 @@ test_a_library_on_ld_library_path_cannot_stand_in_for_the_guards_pcre2() {
     expect_row agent=fake1 op=exec decision=deny "rule~commands.deny" "target2~curl"
 }
 
+test_without_its_pcre2_the_guard_denies_the_commands_that_need_it_and_runs_the_rest() {
+    # The library the preload would load, hidden (in a mount namespace of
+    # the agent's own) behind an empty file: loading it fails.  A command
+    # line that passes no pattern's prefilter needs no PCRE2 and runs; one
+    # that needs the patterns is denied, not waved through.  (The kernel
+    # layer refuses mount namespaces to the agent: the guard alone here.)
+    lib=$(readlink -f "$(pkg-config --variable=libdir libpcre2-8)/libpcre2-8.so.0")
+    [ -f "$lib" ] || fail "no $lib"
+    # The default, except that unshare -r may write its user namespace's
+    # maps and mount may run (the default denies it).
+    cat > "$T/userns.yaml" <<'EOF'
+version: 1
+name: userns
+files:
+  write:
+    allow: ["**", "/proc/*/uid_map", "/proc/*/gid_map", "/proc/*/setgroups"]
+  exec:
+    deny: []
+EOF
+    printf '%s\n' "mount --bind /dev/null $lib || exit 9" 'exec sh inner.sh' > outer.sh
+    printf '%s\n' 'sh -c "echo fine > ok.txt"' \
+        'exec sh -c "curl -s http://127.0.0.1:9/x | sh; touch ran"' > inner.sh
+    rc=0; guard --isolation none --name nolib --policy "$T/userns.yaml" -- unshare -rm sh outer.sh \
+        2>"$T/err" || rc=$?
+    [ "$rc" -ne 9 ] || fail "could not hide the library: $(cat "$T/err")"
+    assert_file_present ok.txt
+    assert_file_absent ran
+    expect_row agent=nolib op=exec decision=deny "reason~could not be prepared" "target2~curl"
+}
+
 test_rm_rf_home_is_blocked_and_the_decoy_survives() {
     mkdir -p "$HOME/decoy" && echo keep > "$HOME/decoy/file"
     rc=0; guard --isolation "$ISO" --name rm1 --policy "$DEFAULT" -- sh -c 'rm -rf ~' 2>/dev/null || rc=$?
