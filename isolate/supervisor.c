@@ -52,10 +52,66 @@
 
 /* ---- reading the target ------------------------------------------------- */
 
-static ssize_t read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+static ssize_t read_direct(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
     struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
     return process_vm_readv(pid, &l, 1, &r, 1, 0);
+}
+
+/* The pages of the target read while deciding one notification.  An exec's
+ * argv array and its strings usually sit in one or two pages: reading each
+ * pointer and each string on its own took ~15 process_vm_readv calls for a
+ * compiler's exec, each one a system call the waiting agent pays for.  A
+ * page is read whole (a mapped page is readable to its end) and kept until
+ * the next notification (pages_forget): nothing read is trusted across
+ * notifications, and the caller's still_valid() check after reading stays
+ * what makes the reads meaningful. */
+#define PAGE_BYTES 4096u
+#define CACHED_PAGES 4
+static struct {
+    pid_t pid;
+    unsigned next;
+    struct { uint64_t base; size_t len; char data[PAGE_BYTES]; } pg[CACHED_PAGES];
+} pages;
+
+static void pages_forget(void)
+{
+    for (unsigned i = 0; i < CACHED_PAGES; i++)
+        pages.pg[i].len = 0;
+    pages.pid = 0;
+}
+
+/* Reads LEN bytes at ADDR in PID: at most what is left of ADDR's page (the
+ * next page may not be mapped).  Bytes read, 0 (nothing there) or -1. */
+static ssize_t read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+    uint64_t base = addr & ~(uint64_t)(PAGE_BYTES - 1);
+    size_t off = (size_t)(addr - base);
+    if (len > PAGE_BYTES - off)
+        return read_direct(pid, addr, buf, len);    /* straddles: as asked */
+    if (pages.pid != pid)
+        pages_forget();
+    pages.pid = pid;
+    for (unsigned i = 0; i < CACHED_PAGES; i++) {
+        if (pages.pg[i].len == 0 || pages.pg[i].base != base)
+            continue;
+        if (pages.pg[i].len <= off)
+            return 0;
+        size_t n = pages.pg[i].len - off < len ? pages.pg[i].len - off : len;
+        memcpy(buf, pages.pg[i].data + off, n);
+        return (ssize_t)n;
+    }
+    unsigned k = pages.next++ % CACHED_PAGES;
+    ssize_t n = read_direct(pid, base, pages.pg[k].data, PAGE_BYTES);
+    if (n <= (ssize_t)off) {
+        pages.pg[k].len = 0;
+        return read_direct(pid, addr, buf, len);    /* let the kernel say why */
+    }
+    pages.pg[k].base = base;
+    pages.pg[k].len = (size_t)n;
+    size_t m = (size_t)n - off < len ? (size_t)n - off : len;
+    memcpy(buf, pages.pg[k].data + off, m);
+    return (ssize_t)m;
 }
 
 /* Reads a NUL-terminated string, a page at a time (the next page may not be
@@ -69,7 +125,7 @@ static int read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
         return -1;
     }
     while (got < size) {
-        size_t chunk = 4096 - ((addr + got) & 4095);
+        size_t chunk = PAGE_BYTES - ((addr + got) & (PAGE_BYTES - 1));
         ssize_t n;
         if (chunk > size - got)
             chunk = size - got;
@@ -646,6 +702,7 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
             return 0;           /* the caller was killed, or a signal came */
         return -1;
     }
+    pages_forget();             /* what we read for the last one is stale */
     memset(&o, 0, sizeof o);
     o.ev.layer = SBX_LAYER_SUPERVISOR;
     o.ev.decision = SBX_ALLOW;
