@@ -241,6 +241,15 @@ int iso_landlock_plan(const struct iso_request *req, struct iso_landlock *ll,
      * ioctls, devices are reachable only through the allowed roots, and
      * handling it would break terminal programs (isatty) for no gain. */
 
+    /* Audit mode denies nothing (the guard records what enforce mode
+     * would deny): every right on every path, no port rules.  The domain
+     * stays, for its scoping (signals, abstract sockets: protections of
+     * what is outside the sandbox, not rules of the policy). */
+    if (pi->audit_mode) {
+        add_rule(ll, "/", ll->handled_fs, "audit mode: every path");
+        goto scope;
+    }
+
     add_list(ll, p, POLICY_READ_ALLOW, FS_READ);
     if (!pi->read_only)
         add_list(ll, p, POLICY_WRITE_ALLOW, FS_WRITE);
@@ -305,6 +314,7 @@ int iso_landlock_plan(const struct iso_request *req, struct iso_landlock *ll,
                      "%sTCP bind not restricted: rule \"%s\" allows any port",
                      ll->net_note[0] ? "; " : "", why ? why : "?");
     }
+scope:
     if (ll->abi >= 6)
         ll->scoped = ISO_LL_SCOPE_ABSTRACT_UNIX | ISO_LL_SCOPE_SIGNAL;
     /* ABI 7: keep logging denials after the exec of the agent (the default

@@ -331,6 +331,11 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
         add_keep(mp, buf);
     }
 
+    /* Audit mode denies nothing: no read-only mounts, nothing covered.
+     * What protects sbx itself (above) stays. */
+    if (pi->audit_mode)
+        return 0;
+
     /* Read-only everywhere but the write roots. */
     mp->all_ro = true;
     if (!pi->read_only) {

@@ -15,6 +15,24 @@ native() {
     guard --isolation native "$@"
 }
 
+test_audit_mode_under_native_denies_nothing_and_still_hides_the_store() {
+    # mode: audit records what enforce mode would deny and denies nothing,
+    # in the kernel layer too: no covered files, no read-only mounts, no
+    # Landlock file rules.  What protects sbx itself stays: the store's
+    # directory is hidden even from a static program.
+    echo secret >.env
+    mkdir -p .git/hooks
+    out=$(guard --isolation native --name aud --policy "$POLICIES/audit.yaml" -- /bin/sh -c \
+        "cat .env; $BB cat .env; echo hook > .git/hooks/pre-commit && echo wrote; $BB cat $SBX_AUDIT_DB" \
+        2>&1) || true
+    assert_eq "$(printf '%s\n' "$out" | grep -c '^secret$')" 2 "times .env was read"
+    assert_contains "$out" wrote
+    assert_file_present .git/hooks/pre-commit
+    assert_not_contains "$out" "SQLite format"
+    expect_row agent=aud op=open-read decision=allow "target~/.env" "reason~audit:"
+    expect_row agent=aud op=open-write decision=allow "target~/.git/hooks/pre-commit" "reason~audit:"
+}
+
 test_static_program_cannot_read_a_deny_file() {
     echo secret >.env
     out=$(native -- /bin/sh -c "$ESC read .env") || true
