@@ -93,6 +93,8 @@ static size_t clause_minlen(const struct clause *c)
     return m;
 }
 
+/* qsort order, most selective first: the longest shortest literal, then
+ * the fewest literals. */
 static int clause_cmp(const void *a, const void *b)
 {
     const struct clause *x = *(const struct clause *const *)a;
@@ -103,24 +105,21 @@ static int clause_cmp(const void *a, const void *b)
     return x->n < y->n ? -1 : x->n > y->n;
 }
 
-/* The clause of J that filters best: the longest shortest literal, then
- * the fewest literals.  NULL if J has none.  J keeps it. */
+/* The clause of J that filters best (first in clause_cmp's order).  NULL
+ * if J has none.  J keeps it. */
 static const struct clause *conj_best(const struct conj *j)
 {
     const struct clause *best = NULL;
-    for (size_t i = 0; i < j->n; i++) {
-        const struct clause *c = j->c[i];
-        if (best == NULL || clause_minlen(c) > clause_minlen(best) ||
-            (clause_minlen(c) == clause_minlen(best) && c->n < best->n))
-            best = c;
-    }
+    for (size_t i = 0; i < j->n; i++)
+        if (best == NULL || clause_cmp(&j->c[i], &best) < 0)
+            best = j->c[i];
     return best;
 }
 
 /* ---- the run of literal characters being read ------------------------------ */
 
-/* RUN holds the strings the characters read since the last break can be;
- * a break turns it into a clause of the sequence. */
+/* RUN holds the literal read since the last break (one string: \s is a
+ * character of its own, WS); a break turns it into a clause. */
 static void run_break(struct conj *j, struct clause **run)
 {
     if (*run != NULL && (*run)->n > 0 && (*run)->alt[0][0] != '\0')
@@ -130,7 +129,7 @@ static void run_break(struct conj *j, struct clause **run)
     *run = NULL;
 }
 
-/* Appends character C (WS for \s) to every string of the run. */
+/* Appends character C (WS for \s) to the run. */
 static void run_add(struct conj *j, struct clause **run, char c, struct reader *r)
 {
     if (*run != NULL && strlen((*run)->alt[0]) >= MAX_LIT)

@@ -448,7 +448,6 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz)
     struct arena a = { 0 };
     char *buf = NULL, *map = NULL;
     const char *why = NULL;
-    size_t payload = 0;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         why = "not a regular file";
     } else if ((uint64_t)st.st_size < IMG_DATA_OFF + sizeof(struct policy) ||
@@ -460,18 +459,18 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz)
         why = "not a policy image";
     } else if (h.version != IMG_VERSION || h.layout != layout_id()) {
         why = "made by another build of sbx";
-    } else if ((payload = (size_t)st.st_size - IMG_DATA_OFF, h.payload != payload) ||
-               h.re_off < sizeof(struct policy) || h.re_off > payload ||
-               h.re_len > payload - h.re_off || h.n_re > INT32_MAX ||
+    } else if (h.payload != (uint64_t)st.st_size - IMG_DATA_OFF ||
+               h.re_off < sizeof(struct policy) || h.re_off > h.payload ||
+               h.re_len > h.payload - h.re_off || h.n_re > INT32_MAX ||
                (h.n_re > 0 && h.re_len < PCRE2_SERIAL_MIN)) {
         why = "damaged (sizes)";
     } else if ((map = map_at_base(fd, &h)) != NULL) {
         buf = map;
-    } else if ((buf = arena_alloc(&a, payload)) == NULL) {
+    } else if ((buf = arena_alloc(&a, h.payload)) == NULL) {
         close(fd);
         fail(err, errsz, path, ENOMEM);
         return NULL;
-    } else if (pread(fd, buf, payload, IMG_DATA_OFF) != (ssize_t)payload) {
+    } else if (pread(fd, buf, h.payload, IMG_DATA_OFF) != (ssize_t)h.payload) {
         why = "short read";
     }
     close(fd);
@@ -493,7 +492,7 @@ struct policy *policy_image_load(const char *path, char *err, size_t errsz)
      * page the kernel copies) */
     p->arena = a;
     p->img_map = map;
-    p->img_len = map ? payload : 0;
+    p->img_len = map ? h.payload : 0;
     atomic_init(&p->cmd_decisions, 0);
     if (o.bad) {
         /* the command arrays may still hold offsets, and no program was
