@@ -137,10 +137,8 @@ static enum sbx_decision decide_uncached(enum sbx_op op, const char *path, bool 
  * plain copies: snprintf per allowed open was once a third of the guard's
  * cost (and is not async-signal-safe), and a table made at start-up cost
  * every short-lived process ~50 snprintf calls it mostly never used. */
-static const char *rule_string(const struct policy_rule *r, char *buf, size_t size)
+static const char *rule_build(const struct policy_rule *r, char *buf, size_t size)
 {
-    if (!r)
-        return "";
     struct sbuf s;
     sbuf_init(&s, buf, size);
     sbuf_add(&s, r->section);
@@ -154,6 +152,40 @@ static const char *rule_string(const struct policy_rule *r, char *buf, size_t si
         sbuf_add(&s, r->file);
         sbuf_add(&s, ":");
         sbuf_add_uint(&s, r->line);
+    }
+    return buf;
+}
+
+/* The last rules this thread showed, as text: a program that opens files in
+ * a loop is decided by the same rule or two, and building the text was a
+ * tenth of an allowed open.  The policy never changes in a process (it is
+ * loaded once), so a rule's address names its text for good.  Per thread:
+ * no lock; a signal handler that arrives while this thread is in the guard
+ * calls straight through to libc and never gets here. */
+#define RULE_MEMO_SLOTS 2
+#define RULE_MEMO_TEXT 256      /* longer texts are built every time */
+struct rule_memo {
+    const struct policy_rule *rule;
+    char text[RULE_MEMO_TEXT];
+};
+static __thread struct rule_memo rule_memo[RULE_MEMO_SLOTS]
+    __attribute__((tls_model("initial-exec")));
+static __thread unsigned rule_memo_next __attribute__((tls_model("initial-exec")));
+
+/* R's text: from the memory, or built into BUF (and remembered). */
+static const char *rule_string(const struct policy_rule *r, char *buf, size_t size)
+{
+    if (!r)
+        return "";
+    for (int i = 0; i < RULE_MEMO_SLOTS; i++)
+        if (rule_memo[i].rule == r)
+            return rule_memo[i].text;
+    rule_build(r, buf, size);
+    if (strlen(buf) + 1 < RULE_MEMO_TEXT) {
+        struct rule_memo *m = &rule_memo[rule_memo_next++ % RULE_MEMO_SLOTS];
+        m->rule = NULL;         /* never a half-written text under a name */
+        strcpy(m->text, buf);
+        m->rule = r;
     }
     return buf;
 }
@@ -216,23 +248,28 @@ int guard_record(const struct guard_verdict *gv, const char *target2,
                  uint32_t flags, const char *note)
 {
     char rulebuf[512], reason[768];
-    struct sbuf r;
-    sbuf_init(&r, reason, sizeof reason);
     struct sbx_event_desc ev = {
         .op = gv->op, .decision = gv->v.decision, .layer = SBX_LAYER_GUARD,
         .flags = flags, .err = 0, .target = gv->target, .target2 = target2,
-        .rule = rule_string(gv->v.rule, rulebuf, sizeof rulebuf), .reason = reason,
+        .rule = rule_string(gv->v.rule, rulebuf, sizeof rulebuf),
+        .reason = gv->v.reason ? gv->v.reason : "",
     };
     if (sbx_emit_killed())
         return record_killed(&ev);
-    if (gv->v.audit) {
+    if (gv->v.audit)
         ev.flags |= SBX_EVF_AUDIT;
-        sbuf_add(&r, "audit: ");
-    }
-    sbuf_add(&r, gv->v.reason);
-    if (note && *note) {
-        sbuf_add(&r, "; ");
-        sbuf_add(&r, note);
+    /* The reason as the policy gave it, unless there is more to say. */
+    if (gv->v.audit || (note && *note)) {
+        struct sbuf r;
+        sbuf_init(&r, reason, sizeof reason);
+        if (gv->v.audit)
+            sbuf_add(&r, "audit: ");
+        sbuf_add(&r, gv->v.reason);
+        if (note && *note) {
+            sbuf_add(&r, "; ");
+            sbuf_add(&r, note);
+        }
+        ev.reason = reason;
     }
     if (ev.decision == SBX_DENY)
         ev.err = EACCES;

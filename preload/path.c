@@ -102,14 +102,15 @@ int guard_fd_path(int fd, char *out, size_t outsz)
  *
  * A relative path is judged as the current directory plus the path, and
  * getcwd(2) is a system call: about a quarter of what the guard adds to an
- * open.  So each thread remembers the directory it last asked for, for at
- * most CWD_TTL_NS, and forgets it at once when this process changes it:
+ * open.  So each thread remembers the directory it last asked for, until
+ * the coarse monotonic clock has moved on by CWD_TTL_NS (at most one tick
+ * of it, 1-4 ms), and forgets it at once when this process changes it:
  * chdir, fchdir, chroot and setns (through libc or syscall()) and rename
  * (a directory above the current one may have moved) bump `cwd_gen`, which
  * every remembered entry must match.  What only a bounded memory covers,
  * and why that is acceptable:
  *  - another process renames a directory above ours: judged on the old
- *    name for at most CWD_TTL_NS.  getcwd-then-open has the same race, only
+ *    name for at most one clock tick (4 ms with Debian's HZ=250).  getcwd-then-open has the same race, only
  *    narrower; and a rename the guard lets through cannot make the current
  *    directory's contents protected (both ends of a rename are judged, the
  *    source also for reading);
@@ -125,7 +126,7 @@ int guard_fd_path(int fd, char *out, size_t outsz)
  * may interrupt a read or a write: `ver` is odd while an entry is written
  * and changes with every write, so a read that overlapped a write is
  * thrown away and a write is never nested in another. */
-#define CWD_TTL_NS 1000000ull           /* 1 ms */
+#define CWD_TTL_NS 1000000ull           /* 1 ms: the next tick, at most 4 ms */
 #define CWD_MEMO_MAX 1024               /* longer directories: asked every time */
 
 static _Atomic unsigned long cwd_gen = 1;
@@ -134,7 +135,7 @@ static atomic_bool cwd_off;
 struct cwd_memo {
     _Atomic unsigned ver;
     unsigned long gen;                  /* cwd_gen when it was asked; 0: none */
-    unsigned long long born;            /* CLOCK_MONOTONIC ns, before asking */
+    unsigned long long born;            /* CLOCK_MONOTONIC_COARSE ns, before asking */
     size_t len;
     char path[CWD_MEMO_MAX];
 };
@@ -150,10 +151,13 @@ void guard_cwd_memo_off(void)
     atomic_store(&cwd_off, true);
 }
 
+/* The coarse clock: a read of the vDSO's last tick, ~8 ns against ~36 ns
+ * for CLOCK_MONOTONIC on the virtual machines we measured, on every
+ * relative open.  Its resolution is the kernel's tick (1-4 ms). */
 static unsigned long long mono_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 

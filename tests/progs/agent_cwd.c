@@ -11,7 +11,7 @@
  *   thread      another thread changes directory; this one follows
  *   rename      d1/sub is the cwd; rename d1 -> d2 (relative): a file
  *               created afterwards is recorded as d2/sub/g
- *   other       another process renames d2 -> d3; a little later a file
+ *   other       another process renames d2 -> d3; a tick later a file
  *               created here is recorded as d3/sub/k
  *   nftw        nftw(FTW_CHDIR) over tree/: the callback's relative
  *               opens are recorded under tree/
@@ -114,8 +114,10 @@ int main(void)
     int st = 0;
     check("other", pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
           WEXITSTATUS(st) == 0, "mv d2 d3 in a child");
-    struct timespec ms5 = {0, 5 * 1000 * 1000};
-    nanosleep(&ms5, NULL);
+    /* The remembered directory lives until the coarse clock ticks on: at
+     * most 4 ms with HZ=250, 10 ms with HZ=100. */
+    struct timespec ms12 = {0, 12 * 1000 * 1000};
+    nanosleep(&ms12, NULL);
     check("other-k", make_file("k") == 0, "d3/sub/k");
 
     check("nftw-setup", fchdir(ws) == 0 && mkdir("tree", 0755) == 0 &&
