@@ -125,6 +125,7 @@ struct daemon {
     struct held *held, **held_tail;
     size_t n_held;
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
+    unsigned char plain[SBX_REC_MAX];  /* a ring record, references expanded */
 };
 
 /* daemon.c */

@@ -290,7 +290,9 @@ static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
     }
     r->tail = t + span;
     struct sbx_event_view v;
-    if (sbx_event_decode(d->scratch, len, &v) < 0) {
+    size_t plain = sbx_event_expand(d->scratch, len, (const char *)r->hdr + SBX_RING_TAB_OFF,
+                                    SBX_RING_TAB, d->plain, sizeof d->plain);
+    if (plain == 0 || sbx_event_decode(d->plain, plain, &v) < 0) {
         daemon_log("agent %s pid %d: malformed record skipped", r->agent->name, (int)r->pid);
         return 1;
     }

@@ -34,9 +34,14 @@ static uint64_t round_ns(int (*fn)(const struct sbx_event_desc *), int ctl, long
     for (int b = 0; b < BURSTS; b++) {
         uint64_t t0 = bench_ns();
         for (int i = 0; i < BURST; i++) {
+            /* as the guard reports an allowed open: the rule and the reason
+             * are keyed (sent by reference once the table has them) */
+            static const char rule[] = "files.read.allow \"**\" /home/user/.sbx/default.yaml:18";
+            static const char reason[] = "matches files.read.allow";
             struct sbx_event_desc ev = {
                 .op = SBX_OP_OPEN_READ, .decision = SBX_ALLOW, .layer = SBX_LAYER_GUARD,
-                .target = targets[i & 3], .rule = "files.read.allow[0] \"**\"",
+                .target = targets[i & 3], .rule = rule, .reason = reason,
+                .rule_key = rule, .reason_key = reason,
             };
             if (fn(&ev) < 0)
                 (*failed)++;

@@ -75,6 +75,9 @@ struct emit_proc {
     pid_t owner;            /* the process that registered the ring */
     struct sbx_ring_hdr *ring;
     struct sbx_ring_slot *slots;
+    char *tab;              /* the ring's string table */
+    _Atomic uint32_t tab_used;  /* bytes of it taken */
+    uint32_t epoch;         /* ring_epoch when this ring was made */
     struct own_fd memfd, sock;
 };
 
@@ -95,6 +98,11 @@ static struct emit_proc *proc;
 static struct { void *map; struct own_fd memfd, sock; } inherited = {
     NULL, { -1, 0 }, { -1, 0 } };
 static char last_error[512];
+/* Counts the rings this process (and its ancestors, by inheritance) made:
+ * a remembered string-table offset is only good for the ring it was
+ * written into, and a forked child's ring may be mapped at the address its
+ * parent's had. */
+static _Atomic uint32_t ring_epoch;
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
 #define WAIT_REG_NS    10000000000ull   /* registration by another thread */
@@ -364,6 +372,9 @@ static int create_ring(struct emit_proc *p)
     p->ring = h;
     p->owner = (pid_t)syscall(SYS_getpid);
     p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
+    p->tab = (char *)map + SBX_RING_TAB_OFF;
+    atomic_store(&p->tab_used, 0);
+    p->epoch = atomic_fetch_add(&ring_epoch, 1) + 1;
     p->memfd = own(memfd);
     p->sock = own(s);
     inherited.map = map;
@@ -546,8 +557,8 @@ static void put(struct sbx_ring_slot *slots, uint64_t pos, uint32_t *off,
  * written more than the first two pages (a process that records a handful
  * of events pays nothing).  Best effort: without MADV_POPULATE_WRITE
  * (Linux < 5.14) the pages fault in as before. */
-#define POPULATE_SLOTS 256u
-#define POPULATE_FIRST 32u              /* slots in the first two pages */
+#define POPULATE_SLOTS (65536u / SBX_RING_SLOT)
+#define POPULATE_FIRST (8192u / SBX_RING_SLOT)  /* slots in the first two pages */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -576,6 +587,51 @@ static void populate_ahead(struct emit_proc *p, uint64_t pos, uint32_t span)
     }
 }
 
+/* Keyed texts this thread has put in its process's string table (event.h:
+ * rule_key).  A few entries cover a loop (one rule, one reason) and a
+ * program's usual mix; a miss writes the text into the table again, which
+ * only costs table space.  Per thread: no lock.  An entry is only good for
+ * the ring (epoch) it was written into. */
+#define KEY_MEMO 8
+struct key_memo {
+    const void *key;
+    uint32_t epoch, off;
+};
+static __thread struct key_memo key_memo[KEY_MEMO] __attribute__((tls_model("initial-exec")));
+static __thread unsigned key_memo_next __attribute__((tls_model("initial-exec")));
+
+/* The string-table offset of TEXT (named by KEY) in P's ring, written there
+ * if this thread has not yet; SBX_EV_NOREF when there is no key, the text
+ * is too long or the table is full (the text then goes inline). */
+static uint32_t intern(struct emit_proc *p, const void *key, const char *text)
+{
+    if (!key || !text)
+        return SBX_EV_NOREF;
+    for (unsigned i = 0; i < KEY_MEMO; i++)
+        if (key_memo[i].key == key && key_memo[i].epoch == p->epoch)
+            return key_memo[i].off;
+    size_t n = strnlen(text, SBX_EV_TEXT_MAX + 1);
+    if (n > SBX_EV_TEXT_MAX)
+        return SBX_EV_NOREF;
+    uint32_t need = (uint32_t)n + 1;
+    uint32_t off = atomic_load_explicit(&p->tab_used, memory_order_relaxed);
+    do {
+        if (off > SBX_RING_TAB - need)
+            return SBX_EV_NOREF;
+    } while (!atomic_compare_exchange_weak_explicit(&p->tab_used, &off, off + need,
+                                                    memory_order_relaxed,
+                                                    memory_order_relaxed));
+    /* Ours alone from here; the record's commit (a release store) is what
+     * makes the text visible to the daemon, after this copy. */
+    copy(p->tab + off, text, need);
+    struct key_memo *m = &key_memo[key_memo_next++ % KEY_MEMO];
+    m->key = NULL;      /* never a half-made entry under a key */
+    m->epoch = p->epoch;
+    m->off = off;
+    m->key = key;
+    return off;
+}
+
 int sbx_emit(const struct sbx_event_desc *ev)
 {
     struct emit_proc *p = proc;
@@ -590,7 +646,10 @@ int sbx_emit(const struct sbx_event_desc *ev)
     }
     struct sbx_ring_hdr *r = p->ring;
     struct sbx_rec_plan plan;
-    uint32_t total = sbx_event_plan(ev, sbx_now_ns(), &plan);
+    uint32_t refs[SBX_EV_NSTR] = { SBX_EV_NOREF, SBX_EV_NOREF,
+                                   intern(p, ev->rule_key, ev->rule),
+                                   intern(p, ev->reason_key, ev->reason) };
+    uint32_t total = sbx_event_plan(ev, sbx_now_ns(), refs, &plan);
     uint32_t span = (total + SBX_RING_PAYLOAD - 1) / SBX_RING_PAYLOAD;
 
     uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -609,8 +668,24 @@ int sbx_emit(const struct sbx_event_desc *ev)
     if (pos < SBX_RING_SLOTS)
         populate_ahead(p, pos, span);
     uint32_t off = 0;
-    for (unsigned i = 0; i < plan.nseg; i++)
-        put(p->slots, pos, &off, plan.seg[i], plan.seglen[i]);
+    if (span == 1) {
+        /* The common record, in one slot: the header and the references
+         * are fixed-size copies the compiler makes inline; only the
+         * strings go through memcpy. */
+        unsigned char *dst = p->slots[pos & (SBX_RING_SLOTS - 1)].data;
+        memcpy(dst, &plan.hdr, sizeof plan.hdr);
+        off = sizeof plan.hdr;
+        for (unsigned i = 1; i < plan.nseg; i++) {
+            if (plan.seglen[i] == sizeof(uint32_t))
+                memcpy(dst + off, plan.seg[i], sizeof(uint32_t));
+            else
+                copy(dst + off, plan.seg[i], plan.seglen[i]);
+            off += plan.seglen[i];
+        }
+    } else {
+        for (unsigned i = 0; i < plan.nseg; i++)
+            put(p->slots, pos, &off, plan.seg[i], plan.seglen[i]);
+    }
     for (uint32_t i = 0; i < span; i++) {
         struct sbx_ring_slot *sl = &p->slots[(pos + i) & (SBX_RING_SLOTS - 1)];
         sl->info = i == 0 ? (SBX_RING_FIRST | span) : i;

@@ -29,7 +29,7 @@ static uint32_t cut_point(const char *s, uint32_t max)
 }
 
 uint32_t sbx_event_plan(const struct sbx_event_desc *ev, uint64_t ts_ns,
-                        struct sbx_rec_plan *plan)
+                        const uint32_t *refs, struct sbx_rec_plan *plan)
 {
     const char *str[SBX_EV_NSTR] = { ev->target, ev->target2, ev->rule, ev->reason };
     struct sbx_rec_hdr *h = &plan->hdr;
@@ -48,6 +48,15 @@ uint32_t sbx_event_plan(const struct sbx_event_desc *ev, uint64_t ts_ns,
         if (!str[i])
             continue;
         h->has |= (uint8_t)(1u << i);
+        if (refs && refs[i] != SBX_EV_NOREF) {
+            h->has |= (uint8_t)SBX_EV_REF(i);
+            plan->ref[i] = refs[i];
+            plan->seg[plan->nseg] = &plan->ref[i];
+            plan->seglen[plan->nseg++] = sizeof plan->ref[i];
+            h->len[i] = sizeof plan->ref[i];
+            total += sizeof plan->ref[i];
+            continue;
+        }
         /* strnlen bounds the scan: a huge string costs max+1 bytes. */
         size_t n = strnlen(str[i], str_max[i] + 1);
         uint32_t len = (uint32_t)n;
@@ -73,7 +82,7 @@ size_t sbx_event_encode(const struct sbx_event_desc *ev, uint64_t ts_ns,
                         void *buf, size_t bufsz)
 {
     struct sbx_rec_plan plan;
-    uint32_t total = sbx_event_plan(ev, ts_ns, &plan);
+    uint32_t total = sbx_event_plan(ev, ts_ns, NULL, &plan);
     if (total > bufsz)
         return 0;
     unsigned char *p = buf;
@@ -119,4 +128,72 @@ int sbx_event_decode(const void *buf, size_t n, struct sbx_event_view *out)
 bad:
     errno = EINVAL;
     return -1;
+}
+
+size_t sbx_event_expand(const void *rec, size_t n, const volatile char *tab, size_t tabsz,
+                        void *out, size_t outsz)
+{
+    struct sbx_rec_hdr h;
+    if (n < sizeof h || n > SBX_REC_MAX || outsz < sizeof h)
+        return 0;
+    memcpy(&h, rec, sizeof h);
+    if (h.total != n)
+        return 0;
+    if (!(h.has & 0xF0u)) {
+        if (n > outsz)
+            return 0;
+        memcpy(out, rec, n);
+        return n;
+    }
+    const unsigned char *in = (const unsigned char *)rec + sizeof h;
+    size_t left = n - sizeof h;
+    unsigned char *o = (unsigned char *)out + sizeof h;
+    size_t room = outsz - sizeof h;
+    uint32_t total = sizeof h;
+    for (int i = 0; i < SBX_EV_NSTR; i++) {
+        uint32_t len = h.len[i];
+        if (len > left)
+            return 0;
+        if (!(h.has & SBX_EV_REF(i))) {
+            if (len > room)
+                return 0;
+            memcpy(o, in, len);
+        } else {
+            uint32_t off;
+            if (len != sizeof off || !(h.has & (1u << i)))
+                return 0;
+            memcpy(&off, in, sizeof off);
+            if (off >= tabsz)
+                return 0;
+            /* Byte by byte into our buffer, up to the string's maximum and
+             * its NUL: each byte is judged as copied, so a table that
+             * changes while we read cannot make us run past the bound. */
+            size_t want = tabsz - off;
+            if (want > (size_t)str_max[i] + 1)
+                want = (size_t)str_max[i] + 1;
+            if (want > room)
+                want = room;
+            size_t k = 0;
+            for (; k < want; k++) {
+                unsigned char c = (unsigned char)tab[off + k];
+                if (c == '\0')
+                    break;
+                o[k] = c;
+            }
+            if (k == want)
+                return 0;       /* no NUL within the bound */
+            h.len[i] = (uint16_t)k;
+        }
+        in += len;
+        left -= len;
+        o += h.len[i];
+        room -= h.len[i];
+        total += h.len[i];
+    }
+    if (left != 0)
+        return 0;
+    h.has &= 0x0Fu;
+    h.total = total;
+    memcpy(out, &h, sizeof h);
+    return total;
 }

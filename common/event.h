@@ -43,6 +43,13 @@ struct sbx_event_desc {
                                  * host name the address was resolved from */
     const char *rule;           /* policy_rule_format() text */
     const char *reason;
+    /* Optional: a key that names the text of `rule` (`reason`) for the
+     * whole life of this process, such as the address of the immutable
+     * policy rule it was made from.  A keyed text is written into the ring's
+     * string table once and sent by reference after that (see the ring
+     * below).  NULL: the text goes with the record. */
+    const void *rule_key;
+    const void *reason_key;
 };
 
 /* Agent side.  Called once per process (the preload's constructor) with what
@@ -93,7 +100,10 @@ enum { SBX_EV_TARGET = 0, SBX_EV_TARGET2, SBX_EV_RULE, SBX_EV_REASON, SBX_EV_NST
 
 /* The fixed head of an encoded record; the four strings follow it without
  * NULs, in enum order.  Native byte order: producer and daemon share one
- * machine. */
+ * machine.  In a ring, a string may instead be a reference: `has` bit
+ * SBX_EV_REF(i) set, len[i] == 4, and the 4 bytes are the offset of a
+ * NUL-terminated text in the ring's string table (sbx_event_expand turns
+ * such a record into a plain one; sbx_event_decode refuses references). */
 struct sbx_rec_hdr {
     uint64_t ts_ns;             /* CLOCK_REALTIME */
     uint32_t total;             /* header + strings, bytes */
@@ -102,6 +112,8 @@ struct sbx_rec_hdr {
     uint8_t op, decision, layer, has;   /* has: bit i = string i was non-NULL */
     uint16_t len[SBX_EV_NSTR];
 };
+#define SBX_EV_REF(i) (1u << (4 + (i)))
+#define SBX_EV_NOREF UINT32_MAX
 
 #define SBX_REC_MAX (sizeof(struct sbx_rec_hdr) + SBX_EV_TARGET_MAX + \
                      SBX_EV_TARGET2_MAX + 2 * SBX_EV_TEXT_MAX)
@@ -112,14 +124,26 @@ struct sbx_rec_plan {
     struct sbx_rec_hdr hdr;
     const void *seg[1 + 2 * SBX_EV_NSTR];
     uint32_t seglen[1 + 2 * SBX_EV_NSTR];
+    uint32_t ref[SBX_EV_NSTR];  /* the references' bytes */
     unsigned nseg;
 };
 
 /* Plans the encoding of EV stamped TS_NS (strings are read, never written;
- * each is cut to its maximum, at a UTF-8 character boundary).  Returns the
- * record size (hdr.total). */
+ * each is cut to its maximum, at a UTF-8 character boundary).  REFS, if not
+ * NULL, gives for each string a string-table offset to send instead of its
+ * text, or SBX_EV_NOREF.  Returns the record size (hdr.total). */
 uint32_t sbx_event_plan(const struct sbx_event_desc *ev, uint64_t ts_ns,
-                        struct sbx_rec_plan *plan);
+                        const uint32_t *refs, struct sbx_rec_plan *plan);
+
+/* The daemon's side of references: copies the N-byte ring record at REC
+ * (which may hold references into TAB, the ring's TABSZ-byte string table)
+ * into OUT as a plain record, every referenced text copied out of TAB
+ * first and then checked (TAB is the agent's memory: hostile, and may
+ * change under us).  Returns the plain record's size, or 0 if the record
+ * is malformed or a reference is bad (out of the table, no NUL within the
+ * string's maximum).  A record without references is copied as it is. */
+size_t sbx_event_expand(const void *rec, size_t n, const volatile char *tab, size_t tabsz,
+                        void *out, size_t outsz);
 
 /* Encodes EV into BUF; returns the size, or 0 if BUFSZ is too small. */
 size_t sbx_event_encode(const struct sbx_event_desc *ev, uint64_t ts_ns,
@@ -147,19 +171,31 @@ uint64_t sbx_now_ns(void);
 
 /* ---- the ring ------------------------------------------------------------ */
 
-/* Slot size: 256 bytes, 240 of payload.  A typical event (a workspace path of
- * 40-120 bytes, a rule of ~30, a short reason, 32 bytes of header) fits one
- * slot; a record spans as many consecutive slots as it needs (a PATH_MAX
- * path takes 18), so nothing is cut below the maxima above while the common
- * event costs one 256-byte copy and one commit store.  4096 slots = 1 MiB per
- * process: ~4000 typical events of slack while the daemon is busy. */
+/* Slot size: 128 bytes, 112 of payload.  A typical event (32 bytes of
+ * header, a workspace path of 40-70 bytes, its rule and reason sent as
+ * references to the string table) fits one slot; a record spans as many
+ * consecutive slots as it needs (a PATH_MAX path takes 38), so nothing is
+ * cut below the maxima above while the common event costs one 128-byte copy
+ * and one commit store.  Why small: a ring's pages are allocated as they are
+ * first written, and on a virtual machine that costs ~2 us a page, which
+ * was a third of what the guard added to an open when an event took 256
+ * bytes.  8192 slots = 1 MiB per process: ~8000 typical events of slack
+ * while the daemon is busy.
+ *
+ * The string table follows the slots: SBX_RING_TAB bytes that the process
+ * fills from the start, append-only, with NUL-terminated texts (the rules
+ * and reasons its events name again and again: ~50-100 bytes each, which
+ * would otherwise be most of every record).  Nothing in it is ever
+ * rewritten while the ring lives; when it is full, texts go inline. */
 #define SBX_RING_MAGIC     0x53425852u   /* "SBXR" */
-#define SBX_RING_VERSION   1u
-#define SBX_RING_SLOT      256u
+#define SBX_RING_VERSION   2u
+#define SBX_RING_SLOT      128u
 #define SBX_RING_PAYLOAD   (SBX_RING_SLOT - 16u)
-#define SBX_RING_SLOTS     4096u         /* power of two */
+#define SBX_RING_SLOTS     8192u         /* power of two */
 #define SBX_RING_HDR_SIZE  4096u
-#define SBX_RING_BYTES     (SBX_RING_HDR_SIZE + SBX_RING_SLOTS * SBX_RING_SLOT)
+#define SBX_RING_TAB       32768u
+#define SBX_RING_TAB_OFF   (SBX_RING_HDR_SIZE + SBX_RING_SLOTS * SBX_RING_SLOT)
+#define SBX_RING_BYTES     (SBX_RING_TAB_OFF + SBX_RING_TAB)
 #define SBX_RING_FIRST     0x80000000u   /* slot info: first slot of a record */
 #define SBX_RING_GONE      1u            /* hdr.gone: the daemon stopped */
 #define SBX_RING_REFUSED   2u            /* hdr.gone: the registration was refused */

@@ -219,6 +219,7 @@ static int record_killed(struct sbx_event_desc *ev)
     ev->err = EPERM;
     ev->rule = NULL;
     ev->reason = "agent has been killed";
+    ev->rule_key = ev->reason_key = NULL;
     if (sbx_emit(ev) < 0)
         return channel_down();
     guard_notify_denial(ev->op, ev->target, false, NULL, ev->reason);
@@ -253,6 +254,10 @@ int guard_record(const struct guard_verdict *gv, const char *target2,
         .flags = flags, .err = 0, .target = gv->target, .target2 = target2,
         .rule = rule_string(gv->v.rule, rulebuf, sizeof rulebuf),
         .reason = gv->v.reason ? gv->v.reason : "",
+        /* Both texts are fixed for the life of the process: a rule's (its
+         * address names it, the policy never changes) and the policy's
+         * reason (a constant, or text in the policy). */
+        .rule_key = gv->v.rule, .reason_key = gv->v.reason,
     };
     if (sbx_emit_killed())
         return record_killed(&ev);
@@ -270,6 +275,7 @@ int guard_record(const struct guard_verdict *gv, const char *target2,
             sbuf_add(&r, note);
         }
         ev.reason = reason;
+        ev.reason_key = NULL;
     }
     if (ev.decision == SBX_DENY)
         ev.err = EACCES;

@@ -244,10 +244,20 @@ int guard_lexical(int dirfd, const char *path, char *out, size_t outsz)
     }
     if (path[0] == '/')
         return guard_fold(NULL, path, out, outsz);
-    char base[GUARD_PATH_MAX];
-    if (guard_dirfd_path(dirfd, base, sizeof base) < 0)
+    /* The base comes from the kernel (getcwd, or the link of a dirfd), so
+     * it is absolute and already folded: it goes into OUT as it is, and
+     * only the program's part is folded onto it. */
+    if (guard_dirfd_path(dirfd, out, outsz) < 0)
         return -1;
-    return guard_fold(base, path, out, outsz);
+    size_t len = strlen(out);
+    if (len == 1)
+        len = 0;                /* "/": the components add their own '/' */
+    if (fold_into(out, outsz, &len, path) < 0)
+        return -1;
+    if (len == 0)
+        out[len++] = '/';
+    out[len] = '\0';
+    return 0;
 }
 
 int guard_resolve(int dirfd, const char *path, bool nofollow, char *out, size_t outsz)

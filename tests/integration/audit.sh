@@ -15,6 +15,31 @@ test_100000_events_from_8_threads_and_4_children_are_stored_exactly_once() {
     sbx-audit verify
 }
 
+test_rules_sent_by_reference_reach_every_row_in_parent_and_forked_child() {
+    # 3 kinds: each text goes into the string table once per process (the
+    # child's ring has its own table, which starts empty); 2000 kinds of
+    # ~110 bytes: the 32 KiB table fills and the rest go inline.
+    for kinds in 3 2000; do
+        out=$("$PROGS/emit_storm" --keyed "k$kinds" 3000 "$kinds")
+        assert_contains "$out" "keyed failed 0 child 0"
+        python3 - "$SBX_AUDIT_DB" "$kinds" "k$kinds" <<'PY' || fail "rows with the wrong rule ($kinds kinds)"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+kinds = int(sys.argv[2])
+rows = db.execute("select target, rule, reason, pid from events where target like 'keyed-%' "
+                  "and agent = ?", (sys.argv[3],)).fetchall()
+bad = [r for r in rows
+       if not r[1].startswith("keyed-rule-%d padding" % (int(r[0].rsplit(":", 1)[1]) % kinds))
+       or r[2] != "keyed reason"]
+assert len(rows) == 9000, len(rows)
+assert len({r[3] for r in rows}) == 2, "two processes"
+if bad:
+    print(len(bad), "bad rows, e.g.", bad[:3])
+    sys.exit(1)
+PY
+    done
+}
+
 test_events_emitted_right_before_sigkill_are_all_kept() {
     out=$("$PROGS/emit_storm" --suicide victim 1000)
     assert_contains "$out" "child killed"
@@ -30,8 +55,9 @@ test_sigterm_drains_the_rings_and_commits_before_exit() {
 
 test_after_a_daemon_crash_emits_fail_fast_and_committed_rows_verify() {
     out=$("$PROGS/emit_storm" --crash c1)
-    # the ring takes what fits (4096 slots), then every event fails at once
-    assert_contains "$out" "after crash: 5904 of 10000 failed"
+    # the ring takes what fits (8192 one-slot events), then every event
+    # fails at once
+    assert_contains "$out" "after crash: 1808 of 10000 failed"
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
     python3 -c "import sys; sys.exit(0 if float('$secs') < 2 else 1)" || fail "took $secs s"
     assert_contains "$(sbx-audit verify)" "ok: 1001 rows, chain intact"
@@ -244,20 +270,20 @@ test_a_ring_that_stays_full_fails_closed_within_the_bound() {
     mkdir -p "$SBX_RUNTIME_DIR"
     SBX_AUDITD_FAULT_FILE="$T/disk-full" sbx-auditd 2>d.log &
     i=0; until [ -S "$SBX_RUNTIME_DIR/control.sock" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
-    EMIT_STORM_GO="$T/go" "$PROGS/emit_storm" full 4200 1 0 > full.out 2>&1 &
+    EMIT_STORM_GO="$T/go" "$PROGS/emit_storm" full 8300 1 0 > full.out 2>&1 &
     ep=$!
     sleep 0.3
     start=$(date +%s)
     touch "$T/disk-full" "$T/go"
     rc=0; wait $ep || rc=$?
     took=$(( $(date +%s) - start ))
-    # 4096 fit the ring; one waits the 2 s bound, the other 103 fail at once
+    # 8192 fit the ring; one waits the 2 s bound, the other 107 fail at once
     assert_eq "$rc" 1 "emit_storm exit"
-    assert_contains "$(cat full.out)" "emitted 4200 failed 104"
+    assert_contains "$(cat full.out)" "emitted 8300 failed 108"
     [ "$took" -le 5 ] || fail "took $took s"
     rm "$T/disk-full"
-    i=0; until [ "$(sqlite3 "$SBX_AUDIT_DB" "select count(*) from events where target like 'storm:%'")" = 4096 ] || [ $i -gt 60 ]; do sleep 0.05; i=$((i+1)); done
-    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "select count(distinct target) from events where target like 'storm:%'")" 4096
+    i=0; until [ "$(sqlite3 "$SBX_AUDIT_DB" "select count(*) from events where target like 'storm:%'")" = 8192 ] || [ $i -gt 60 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(sqlite3 "$SBX_AUDIT_DB" "select count(distinct target) from events where target like 'storm:%'")" 8192
 }
 
 test_retention_prunes_old_rows_and_the_chain_still_verifies() {

@@ -16,6 +16,9 @@
  *       registers NAME, emits and syncs 1000 events, SIGKILLs the daemon,
  *       then emits 10000 more: prints how many failed and how long it took
  *       (a ring nobody drains must fail fast, not after 2 s per event).
+ *   emit_storm --keyed NAME N KINDS
+ *       emits N events whose rules go by reference (KINDS distinct ones),
+ *       forks a child that emits N with the same keys, then N more.
  *   emit_storm --guard NAME
  *       registers NAME, prints "ready RUN_ID", waits for one command and
  *       prints "cmd hard|soft by=.. reason=.." then confirms it and exits.
@@ -24,6 +27,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,32 @@ static long emit_range(int worker, long n, const char *prefix)
             .decision = (i % 10 == 0) ? SBX_DENY : SBX_ALLOW,
             .layer = SBX_LAYER_GUARD, .err = (i % 10 == 0) ? 13 : 0,
             .target = target, .rule = "files.read.allow[0] \"**\"", .reason = "storm",
+        };
+        if (sbx_emit(&ev) < 0)
+            failed++;
+    }
+    return failed;
+}
+
+/* Events whose rule and reason go by reference (event.h: rule_key): rule
+ * "keyed-rule-K ..." named by key K + 1, for K = I % KINDS, and one
+ * reason.  With KINDS large the ring's string table fills up and the rest
+ * go inline; either way every row must carry its own text. */
+static const char keyed_reason[] = "keyed reason";
+
+static long emit_keyed(const char *prefix, long from, long n, long kinds)
+{
+    char target[64], rule[160];
+    long failed = 0;
+    for (long i = from; i < from + n; i++) {
+        long k = i % kinds;
+        snprintf(target, sizeof target, "%s:%ld", prefix, i);
+        snprintf(rule, sizeof rule, "keyed-rule-%ld padding padding padding padding padding "
+                 "padding padding padding padding", k);
+        struct sbx_event_desc ev = {
+            .op = SBX_OP_OPEN_READ, .decision = SBX_ALLOW, .layer = SBX_LAYER_GUARD,
+            .target = target, .rule = rule, .reason = keyed_reason,
+            .rule_key = (const void *)(uintptr_t)(k + 1), .reason_key = keyed_reason,
         };
         if (sbx_emit(&ev) < 0)
             failed++;
@@ -188,6 +218,22 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--guard") == 0)
         return guard_mode(argv[2]);
     char run_id[64], token[80];
+    if (argc == 5 && strcmp(argv[1], "--keyed") == 0) {
+        /* the parent names its rules first, then a forked child names the
+         * same keys in its own ring (whose table starts empty) */
+        int fd = reg(argv[2], run_id, token);
+        long n = strtol(argv[3], NULL, 10), kinds = strtol(argv[4], NULL, 10);
+        long f = emit_keyed("keyed-parent", 0, n, kinds);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(emit_keyed("keyed-child", 0, n, kinds) ? 1 : 0);
+        int st;
+        waitpid(pid, &st, 0);
+        f += emit_keyed("keyed-parent", n, n, kinds);
+        sync_and_exit(fd, 0);
+        printf("keyed failed %ld child %d\n", f, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "--suicide") == 0) {
         int fd = reg(argv[2], run_id, token);
         long n = strtol(argv[3], NULL, 10);

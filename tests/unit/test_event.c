@@ -211,6 +211,125 @@ static void test_random_bytes_never_decode_out_of_bounds(void **state)
     }
 }
 
+/* ---- references into a ring's string table (sbx_event_expand) ---------- */
+
+static unsigned char plain[SBX_REC_MAX];
+
+/* Encodes EV with the given references through a plan, as the emitter
+ * does; returns the record's size. */
+static size_t encode_refs(const struct sbx_event_desc *ev, const uint32_t *refs)
+{
+    struct sbx_rec_plan plan;
+    uint32_t total = sbx_event_plan(ev, 42, refs, &plan);
+    size_t off = 0;
+    for (unsigned i = 0; i < plan.nseg; i++) {
+        memcpy(buf + off, plan.seg[i], plan.seglen[i]);
+        off += plan.seglen[i];
+    }
+    assert_int_equal(off, total);
+    return total;
+}
+
+static void test_a_referenced_rule_and_reason_expand_to_their_texts(void **state)
+{
+    (void)state;
+    static char tab[256];
+    memset(tab, 'x', sizeof tab);
+    strcpy(tab + 10, "files.read.allow \"**\" default.yaml:18");
+    strcpy(tab + 100, "matches files.read.allow");
+    struct sbx_event_desc ev = { .op = SBX_OP_OPEN_READ, .target = "/ws/data.txt",
+                                 .rule = "ignored: sent by reference", .reason = "ignored too" };
+    uint32_t refs[SBX_EV_NSTR] = { SBX_EV_NOREF, SBX_EV_NOREF, 10, 100 };
+    size_t n = encode_refs(&ev, refs);
+    /* the references make the record small: header, target, 2 x 4 bytes */
+    assert_int_equal(n, sizeof(struct sbx_rec_hdr) + strlen(ev.target) + 8);
+    /* a record with references is not a plain record */
+    struct sbx_event_view v;
+    assert_int_equal(sbx_event_decode(buf, n, &v), -1);
+    size_t m = sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain);
+    assert_true(m > 0);
+    assert_int_equal(sbx_event_decode(plain, m, &v), 0);
+    assert_int_equal(v.ts_ns, 42);
+    assert_int_equal(v.op, SBX_OP_OPEN_READ);
+    assert_str(&v, SBX_EV_TARGET, "/ws/data.txt");
+    assert_str(&v, SBX_EV_TARGET2, NULL);
+    assert_str(&v, SBX_EV_RULE, "files.read.allow \"**\" default.yaml:18");
+    assert_str(&v, SBX_EV_REASON, "matches files.read.allow");
+    /* a record without references is copied as it is */
+    size_t k = sbx_event_encode(&ev, 7, buf, sizeof buf);
+    assert_int_equal(sbx_event_expand(buf, k, tab, sizeof tab, plain, sizeof plain), k);
+    assert_memory_equal(plain, buf, k);
+}
+
+static void test_bad_references_are_refused(void **state)
+{
+    (void)state;
+    static char tab[64];
+    memset(tab, 0, sizeof tab);
+    strcpy(tab, "rule");
+    memset(tab + 8, 'y', sizeof tab - 8);       /* no NUL from 8 to the end */
+    struct sbx_event_desc ev = { .op = SBX_OP_OPEN_READ, .target = "/t", .rule = "r" };
+    uint32_t refs[SBX_EV_NSTR] = { SBX_EV_NOREF, SBX_EV_NOREF, 0, SBX_EV_NOREF };
+    size_t n = encode_refs(&ev, refs);
+    assert_true(sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain) > 0);
+    /* past the table */
+    refs[SBX_EV_RULE] = sizeof tab;
+    n = encode_refs(&ev, refs);
+    assert_int_equal(sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain), 0);
+    refs[SBX_EV_RULE] = UINT32_MAX - 1;
+    n = encode_refs(&ev, refs);
+    assert_int_equal(sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain), 0);
+    /* a text that runs to the table's end without a NUL */
+    refs[SBX_EV_RULE] = 8;
+    n = encode_refs(&ev, refs);
+    assert_int_equal(sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain), 0);
+    /* a reference whose length is not 4, or that names no string */
+    refs[SBX_EV_RULE] = 0;
+    n = encode_refs(&ev, refs);
+    struct sbx_rec_hdr h;
+    memcpy(&h, buf, sizeof h);
+    h.len[SBX_EV_RULE] = 3;
+    h.len[SBX_EV_TARGET] += 1;
+    memcpy(buf, &h, sizeof h);
+    assert_int_equal(sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain), 0);
+    n = encode_refs(&ev, refs);
+    memcpy(&h, buf, sizeof h);
+    h.has &= (uint8_t)~(1u << SBX_EV_RULE);
+    memcpy(buf, &h, sizeof h);
+    assert_int_equal(sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain), 0);
+    /* a text longer than a rule may be */
+    static char big[2 * SBX_EV_TEXT_MAX];
+    memset(big, 'z', sizeof big);
+    big[sizeof big - 1] = '\0';
+    n = encode_refs(&ev, refs);
+    assert_int_equal(sbx_event_expand(buf, n, big, sizeof big, plain, sizeof plain), 0);
+}
+
+static void test_random_references_never_expand_out_of_bounds(void **state)
+{
+    (void)state;
+    static char tab[128];
+    srand(11);
+    for (int round = 0; round < 20000; round++) {
+        for (size_t i = 0; i < sizeof tab; i++)
+            tab[i] = (char)(rand() % 4 == 0 ? 0 : 'a' + rand() % 26);
+        struct sbx_event_desc ev = { .op = SBX_OP_OPEN_READ, .target = "/t", .rule = "r",
+                                     .reason = "s" };
+        uint32_t refs[SBX_EV_NSTR] = { SBX_EV_NOREF, SBX_EV_NOREF,
+                                       (uint32_t)(rand() % 160), (uint32_t)(rand() % 160) };
+        size_t n = encode_refs(&ev, refs);
+        /* and damage a byte of the header or the body now and then */
+        if (rand() % 2)
+            buf[(size_t)rand() % n] = (unsigned char)rand();
+        size_t m = sbx_event_expand(buf, n, tab, sizeof tab, plain, sizeof plain);
+        struct sbx_event_view v;
+        if (m > 0 && sbx_event_decode(plain, m, &v) == 0)
+            for (int i = 0; i < SBX_EV_NSTR; i++)
+                if (v.str[i])
+                    assert_true(v.str[i] + v.len[i] <= (const char *)plain + m);
+    }
+}
+
 static void test_emit_fails_cleanly_when_no_daemon_is_reachable(void **state)
 {
     (void)state;
@@ -246,6 +365,9 @@ int main(void)
         cmocka_unit_test(test_encode_refuses_a_buffer_that_is_too_small),
         cmocka_unit_test(test_decode_rejects_bad_lengths_enums_and_nul_bytes),
         cmocka_unit_test(test_random_bytes_never_decode_out_of_bounds),
+        cmocka_unit_test(test_a_referenced_rule_and_reason_expand_to_their_texts),
+        cmocka_unit_test(test_bad_references_are_refused),
+        cmocka_unit_test(test_random_references_never_expand_out_of_bounds),
         cmocka_unit_test(test_emit_fails_cleanly_when_no_daemon_is_reachable),
         cmocka_unit_test(test_emit_init_refuses_missing_arguments),
     };
