@@ -42,6 +42,11 @@ static void reply_err(struct conn *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (c->noreply) {
+        /* Nobody waits for the answer: the log is where it goes. */
+        daemon_log("control.sock: pid %d: request refused: %s", (int)c->pid, msg);
+        return;
+    }
     sbx_msg_start(&outbuf, "ERR");
     sbx_msg_add(&outbuf, "msg", msg);
     send_out(c);
@@ -49,6 +54,8 @@ static void reply_err(struct conn *c, const char *fmt, ...)
 
 static void reply_ok(struct conn *c)
 {
+    if (c->noreply)
+        return;
     sbx_msg_start(&outbuf, "OK");
     send_out(c);
 }
@@ -187,10 +194,22 @@ static bool lifecycle(enum sbx_op op)
            op == SBX_OP_POLICY_ERROR;
 }
 
+static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg *m);
+
+/* EVENT with noreply=1 (sbx_ctl_event_async: the supervisor's records) gets
+ * no answer, an error included: that goes to the log. */
 static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
 {
+    const char *nr = sbx_msg_get(m, "noreply");
+    c->noreply = nr && strcmp(nr, "1") == 0;
+    do_event_msg(d, c, m);
+    c->noreply = false;
+}
+
+static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
     static const char *const keys[] = { "op", "decision", "layer", "flags", "err", "target",
-                                        "target2", "rule", "reason", "pid", NULL };
+                                        "target2", "rule", "reason", "pid", "noreply", NULL };
     char err[256];
     if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
         return reply_err(c, "%s", err);

@@ -86,6 +86,7 @@ struct conn {
     struct agent *agent;        /* the agent this guard registered */
     struct killreq *kill;       /* a kill this client waits for */
     bool closing;
+    bool noreply;               /* the request being handled wants no answer */
 };
 
 /* A row that came over control.sock (what a supervisor saw) and sits in the

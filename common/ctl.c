@@ -303,14 +303,8 @@ out:
     return rc;
 }
 
-int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid)
+static void event_msg(struct sbx_msgbuf *b, const struct sbx_event_desc *ev, pid_t pid)
 {
-    struct sbx_msgbuf *b = malloc(sizeof *b);
-    struct reply *r = malloc(sizeof *r);
-    char err[256];
-    int rc = -1;
-    if (!b || !r)
-        goto out;
     sbx_msg_start(b, "EVENT");
     sbx_msg_add(b, "op", sbx_op_name(ev->op));
     sbx_msg_add(b, "decision", sbx_decision_name(ev->decision));
@@ -324,10 +318,66 @@ int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid)
     sbx_msg_add(b, "reason", ev->reason);
     if (pid > 0)
         sbx_msg_addf(b, "pid", "%ld", (long)pid);
-    rc = transact(fd, b, r, err, sizeof err);
-out:
+}
+
+int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    char err[256];
+    int rc = -1;
+    if (b && r) {
+        event_msg(b, ev, pid);
+        rc = transact(fd, b, r, err, sizeof err);
+    }
     free(b);
     free(r);
+    return rc;
+}
+
+/* Sends B, waiting for room at most SEND_TIMEOUT_MS: a daemon so far
+ * behind that the socket's buffer stays full must not hold the sender (a
+ * supervisor, which also relays signals) for good. */
+#define SEND_TIMEOUT_MS 10000
+static int send_bounded(int fd, const struct sbx_msgbuf *b)
+{
+    if (b->overflow) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    for (;;) {
+        ssize_t w = send(fd, b->buf, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w == (ssize_t)b->len)
+            return 0;
+        if (w >= 0) {
+            errno = EMSGSIZE;   /* a datagram is sent whole or not at all */
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        int n = poll(&p, 1, SEND_TIMEOUT_MS);
+        if (n == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+int sbx_ctl_event_async(int fd, const struct sbx_event_desc *ev)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    int rc = -1;
+    if (b) {
+        event_msg(b, ev, 0);
+        sbx_msg_add(b, "noreply", "1");
+        rc = send_bounded(fd, b);
+    }
+    free(b);
     return rc;
 }
 

@@ -15,6 +15,7 @@
  *   REGISTER name policy_name policy_sha256 policy_file workspace command
  *            layers guard_pid            -> OK run_id token
  *   EVENT op decision layer flags err target target2 rule reason [pid] -> OK
+ *       (with noreply=1: no answer at all)
  *   EXIT status detail                   -> OK
  *   DONE req result detail               (guard, after a CMD; no reply)
  *   KILL name|all=1 soft reason          -> OK result | ERR msg
@@ -114,6 +115,13 @@ int sbx_ctl_register(int fd, const struct sbx_agent_reg *reg, char *run_id, size
  * (start, exit, kill, policy-error) are committed durably before the reply.
  * 0 / -1. */
 int sbx_ctl_event(int fd, const struct sbx_event_desc *ev);
+
+/* The same, without waiting: the message says noreply=1 and the daemon
+ * sends no answer (an event it refuses goes to its log).  -1 only when the
+ * message could not be sent (the daemon is gone).  For a sender that must
+ * not stall on the daemon: sbx-guard's supervisor, whose next notification
+ * would otherwise wait for a round trip to sbx-auditd per exec. */
+int sbx_ctl_event_async(int fd, const struct sbx_event_desc *ev);
 /* Added: the same, for an event done by agent process PID (e.g. what the
  * supervisor saw). */
 int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid);

@@ -339,7 +339,10 @@ struct guard {
 static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
 {
     struct guard *g = ctx;
-    if (g->ctl >= 0 && sbx_ctl_event(g->ctl, ev) < 0)
+    /* Not waiting for sbx-auditd's answer: the next notification (another
+     * process's exec) would wait for that round trip too.  The daemon keeps
+     * the connection's order, so the row still comes before the exit's. */
+    if (g->ctl >= 0 && sbx_ctl_event_async(g->ctl, ev) < 0)
         fprintf(stderr, "%s: could not record a supervisor event: %s\n",
                 progname, strerror(errno));
 }

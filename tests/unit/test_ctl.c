@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -215,6 +216,37 @@ static void test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation(vo
     sbx_ctl_close(g);
 }
 
+static void test_an_event_sent_without_waiting_gets_no_answer_and_is_stored(void **state)
+{
+    (void)state;
+    int g = open_ctl();
+    char id[64], tok[80], err[256];
+    struct sbx_agent_reg reg = { .name = "quiet", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    int64_t before = -1, after = -1;
+    assert_int_equal(sbx_ctl_sync(g, &before, err, sizeof err), 0);
+    struct sbx_event_desc ev = { .op = SBX_OP_EXEC, .decision = SBX_ALLOW,
+                                 .layer = SBX_LAYER_SUPERVISOR, .target = "/bin/async-1" };
+    assert_int_equal(sbx_ctl_event_async(g, &ev), 0);
+    /* a bad one: refused into the log, and no answer either */
+    struct sbx_msgbuf b;
+    sbx_msg_start(&b, "EVENT");
+    sbx_msg_add(&b, "op", "fly");
+    sbx_msg_add(&b, "decision", "allow");
+    sbx_msg_add(&b, "noreply", "1");
+    assert_int_equal(sbx_msg_send(g, &b), 0);
+    ev.target = "/bin/async-2";
+    assert_int_equal(sbx_ctl_event_async(g, &ev), 0);
+    /* The sync's answer is the only one: nothing else is left to read. */
+    assert_int_equal(sbx_ctl_sync(g, &after, err, sizeof err), 0);
+    struct pollfd p = { .fd = g, .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 200), 0);
+    /* both good rows are stored, in order, the bad one is not */
+    assert_int_equal(after - before, 2);
+    assert_int_equal(sbx_ctl_exit(g, 0, "exited 0"), 0);
+    sbx_ctl_close(g);
+}
+
 static void test_a_command_arriving_during_a_request_is_kept_for_the_guard(void **state)
 {
     (void)state;
@@ -320,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_an_oversized_request_gets_an_error_and_the_daemon_keeps_serving),
         cmocka_unit_test(test_a_client_that_leaves_without_reading_does_not_hurt_the_daemon),
         cmocka_unit_test(test_register_refuses_an_empty_or_duplicate_name),
+        cmocka_unit_test(test_an_event_sent_without_waiting_gets_no_answer_and_is_stored),
         cmocka_unit_test(test_killing_an_unknown_agent_is_a_clear_error),
         cmocka_unit_test(test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation),
         cmocka_unit_test(test_a_command_arriving_during_a_request_is_kept_for_the_guard),
