@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Macro benchmarks for `make bench`: each workload bare, under sbx-guard
 with --isolation none (the guard alone), and with --isolation native (guard
-plus kernel layer); medians of interleaved runs; ratios against bare.
+plus kernel layer), in rounds that run each once back to back; the figure
+is the median over rounds of the ratio (or difference) to bare in the same
+round.
 
 Every run under sbx-guard records its decisions in a private store (full
 audit), in a temporary SBX_RUNTIME_DIR/SBX_AUDIT_DB.
@@ -31,6 +33,34 @@ def timed(cmd, cwd, env):
     if len(out) >= 3 and out[1] == "ms" and out[2] == "per":
         return float(out[0]) / 1e3
     return dt
+
+
+def settle(env):
+    """Waits (at most 2 s) until sbx-auditd has used no CPU for 30 ms: the
+    rows of the run before are stored.  Otherwise a run overlaps the daemon
+    storing the previous run's 2,000 to 100,000 rows, which is that run's
+    cost, not this one's; on a 2-core machine it showed as noise of 0.3x
+    and more in the open loop."""
+    pf = os.path.join(env["SBX_RUNTIME_DIR"], "sbx-auditd.pid")
+    try:
+        pid = int(open(pf).read().strip())
+    except (OSError, ValueError):
+        return
+
+    def cpu():
+        try:
+            f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            return int(f[11]) + int(f[12])
+        except (OSError, IndexError, ValueError):
+            return None
+    deadline = time.monotonic() + 2
+    last = cpu()
+    while last is not None and time.monotonic() < deadline:
+        time.sleep(0.03)
+        now = cpu()
+        if now == last:
+            return
+        last = now
 
 
 def make_git_repo(d, files=3000):
@@ -63,7 +93,9 @@ def make_c_project(d, files=50):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--only", default="", help="run the workloads whose name has this")
+    ap.add_argument("--verbose", action="store_true", help="print every sample")
     ap.add_argument("--modes", default="none,native")
     a = ap.parse_args()
     guard = os.path.join(a.build, "bin", "sbx-guard")
@@ -113,6 +145,7 @@ def main():
         ("git status, with start-up", gs, repo, None),
         ("make -j2, with start-up", mk, cproj, mkclean),
     ]
+    work = [w for w in work if a.only in w[0]]
     modes = [m for m in a.modes.split(",") if m]
     # One unmeasured run of each, to warm caches and start the daemon.
     for name, cmd, cwd, pre in work:
@@ -132,20 +165,35 @@ def main():
                 for m in ["bare"] + modes:
                     if pre:
                         subprocess.run(pre, cwd=cwd, env=env)
+                    settle(env)
                     c = cmd if m == "bare" else [guard, "--policy", policy, "--isolation", m,
                                                  "--workspace", ws, "--no-notify", "--"] + cmd
                     samples[m].append(timed(c, cwd, env))
         except RuntimeError as e:
             print(f"{name:32} failed: {e}")
             continue
+        if a.verbose:
+            for m in samples:
+                print(f"  {m:8}", " ".join(f"{x * 1000:.2f}" for x in samples[m]))
         bare = statistics.median(samples["bare"])
         cols = []
+        # Each round runs bare and every mode back to back, within a second:
+        # the ratio (or the difference) is taken inside a round, then the
+        # median over rounds.  This machine drifts between a fast and a slow
+        # state for seconds at a time (bare open+close: ~750 or ~1400 ns);
+        # a ratio of medians mixes rounds of both states.
         for m in modes:
-            med = statistics.median(samples[m])
+            pairs = list(zip(samples[m], samples["bare"]))
             if name.startswith("start-up"):
-                cols.append(f"+{(med - bare) * 1000:6.1f} ms ({m})")
+                d = statistics.median(g - b for g, b in pairs)
+                cols.append(f"+{d * 1000:6.1f} ms ({m})")
             else:
-                cols.append(f"{med / bare:5.2f}x ({m:>6})")
+                r = statistics.median(g / b for g, b in pairs)
+                cols.append(f"{r:5.2f}x ({m:>6})")
+        # what the kernel layer adds to the guard alone (issue 5's figure)
+        if "none" in samples and "native" in samples and not name.startswith("start-up"):
+            r = statistics.median(n / g for n, g in zip(samples["native"], samples["none"]))
+            cols.append(f"{r:5.2f}x (native/none)")
         shown = f"{bare * 1e9:6.0f}ns/op" if name.startswith("open+close") else f"{bare * 1000:8.1f}ms"
         print(f"{name:32} {shown:>10} " + " ".join(f"{c:>18}" for c in cols))
     pf = os.path.join(env["SBX_RUNTIME_DIR"], "sbx-auditd.pid")
