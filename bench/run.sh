@@ -14,5 +14,5 @@ for b in "$B"/bench/bench_*; do
     [ -x "$b" ] || continue
     "$b" || echo "$(basename "$b"): failed (exit $?)"
 done
-echo "== macro workloads (median of runs; ratio = guarded / bare)"
+echo "== macro workloads (median over rounds of guarded / bare in the same round)"
 python3 "$ROOT/bench/macro.py" --build "$B" "$@"
