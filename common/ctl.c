@@ -335,39 +335,6 @@ int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid)
     return rc;
 }
 
-/* Sends B, waiting for room at most SEND_TIMEOUT_MS: a daemon so far
- * behind that the socket's buffer stays full must not hold the sender (a
- * supervisor, which also relays signals) for good. */
-#define SEND_TIMEOUT_MS 10000
-static int send_bounded(int fd, const struct sbx_msgbuf *b)
-{
-    if (b->overflow) {
-        errno = EMSGSIZE;
-        return -1;
-    }
-    for (;;) {
-        ssize_t w = send(fd, b->buf, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w == (ssize_t)b->len)
-            return 0;
-        if (w >= 0) {
-            errno = EMSGSIZE;   /* a datagram is sent whole or not at all */
-            return -1;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return -1;
-        struct pollfd p = { .fd = fd, .events = POLLOUT };
-        int n = poll(&p, 1, SEND_TIMEOUT_MS);
-        if (n == 0) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        if (n < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
 int sbx_ctl_event_async(int fd, const struct sbx_event_desc *ev)
 {
     struct sbx_msgbuf *b = malloc(sizeof *b);
@@ -375,7 +342,7 @@ int sbx_ctl_event_async(int fd, const struct sbx_event_desc *ev)
     if (b) {
         event_msg(b, ev, 0);
         sbx_msg_add(b, "noreply", "1");
-        rc = send_bounded(fd, b);
+        rc = sbx_msg_send(fd, b);
     }
     free(b);
     return rc;

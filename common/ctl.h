@@ -75,7 +75,8 @@ void sbx_msg_start(struct sbx_msgbuf *b, const char *verb);
 void sbx_msg_add(struct sbx_msgbuf *b, const char *key, const char *val);
 void sbx_msg_addf(struct sbx_msgbuf *b, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Sends B as one message.  0 / -1 (EMSGSIZE on overflow). */
+/* Sends B as one message, waiting at most 10 s for room on the socket.
+ * 0 / -1 (EMSGSIZE on overflow, ETIMEDOUT). */
 int sbx_msg_send(int fd, const struct sbx_msgbuf *b);
 
 /* ---- socket addresses ---------------------------------------------------- */

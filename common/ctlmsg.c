@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -164,17 +165,38 @@ void sbx_msg_addf(struct sbx_msgbuf *b, const char *key, const char *fmt, ...)
     sbx_msg_add(b, key, v);
 }
 
+/* Waits for room at most SEND_TIMEOUT_MS: a daemon so far behind that the
+ * socket's buffer stays full must not hold a client for good (sbx-guard,
+ * which also relays signals and supervises the agent, least of all). */
+#define SEND_TIMEOUT_MS 10000
+
 int sbx_msg_send(int fd, const struct sbx_msgbuf *b)
 {
     if (b->overflow) {
         errno = EMSGSIZE;
         return -1;
     }
-    ssize_t w;
-    do
-        w = send(fd, b->buf, b->len, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
-    return w == (ssize_t)b->len ? 0 : -1;
+    for (;;) {
+        ssize_t w = send(fd, b->buf, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w == (ssize_t)b->len)
+            return 0;
+        if (w >= 0) {
+            errno = EMSGSIZE;   /* a datagram goes whole or not at all */
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        int n = poll(&p, 1, SEND_TIMEOUT_MS);
+        if (n == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
 }
 
 int sbx_unix_addr(const char *path, struct sockaddr_un *sa, int *dirfd)

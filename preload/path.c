@@ -50,21 +50,28 @@ static int fold_into(char *out, size_t outsz, size_t *len, const char *p)
     return 0;
 }
 
-int guard_fold(const char *base, const char *path, char *out, size_t outsz)
+/* Folds PATH onto the LEN bytes of a folded absolute path in OUT ("" for
+ * the root) and terminates it. */
+static int fold_onto(char *out, size_t outsz, size_t len, const char *path)
 {
-    size_t len = 0;
     if (outsz < 2) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    if (path[0] != '/' && base && fold_into(out, outsz, &len, base) < 0)
-        return -1;
     if (fold_into(out, outsz, &len, path) < 0)
         return -1;
     if (len == 0)
         out[len++] = '/';
     out[len] = '\0';
     return 0;
+}
+
+int guard_fold(const char *base, const char *path, char *out, size_t outsz)
+{
+    size_t len = 0;
+    if (path[0] != '/' && base && fold_into(out, outsz, &len, base) < 0)
+        return -1;
+    return fold_onto(out, outsz, len, path);
 }
 
 /* "/proc/self/fd/N" into BUF. */
@@ -250,14 +257,7 @@ int guard_lexical(int dirfd, const char *path, char *out, size_t outsz)
     if (guard_dirfd_path(dirfd, out, outsz) < 0)
         return -1;
     size_t len = strlen(out);
-    if (len == 1)
-        len = 0;                /* "/": the components add their own '/' */
-    if (fold_into(out, outsz, &len, path) < 0)
-        return -1;
-    if (len == 0)
-        out[len++] = '/';
-    out[len] = '\0';
-    return 0;
+    return fold_onto(out, outsz, len == 1 ? 0 : len, path);   /* "/": "" */
 }
 
 int guard_resolve(int dirfd, const char *path, bool nofollow, char *out, size_t outsz)

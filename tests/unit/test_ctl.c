@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -247,6 +248,30 @@ static void test_an_event_sent_without_waiting_gets_no_answer_and_is_stored(void
     sbx_ctl_close(g);
 }
 
+static void test_a_send_to_a_peer_that_never_reads_gives_up_within_its_bound(void **state)
+{
+    (void)state;
+    /* A daemon that stops reading fills the socket: a client's send must
+     * fail after its bound (10 s), not hang sbx-guard for good. */
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    struct sbx_msgbuf b;
+    sbx_msg_start(&b, "EVENT");
+    sbx_msg_add(&b, "target", "filler filler filler filler filler filler filler filler");
+    while (send(sv[0], b.buf, b.len, MSG_DONTWAIT) >= 0)
+        ;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    errno = 0;
+    assert_int_equal(sbx_msg_send(sv[0], &b), -1);
+    assert_int_equal(errno, ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_true(took >= 9.5 && took < 15);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static void test_a_command_arriving_during_a_request_is_kept_for_the_guard(void **state)
 {
     (void)state;
@@ -353,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_a_client_that_leaves_without_reading_does_not_hurt_the_daemon),
         cmocka_unit_test(test_register_refuses_an_empty_or_duplicate_name),
         cmocka_unit_test(test_an_event_sent_without_waiting_gets_no_answer_and_is_stored),
+        cmocka_unit_test(test_a_send_to_a_peer_that_never_reads_gives_up_within_its_bound),
         cmocka_unit_test(test_killing_an_unknown_agent_is_a_clear_error),
         cmocka_unit_test(test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation),
         cmocka_unit_test(test_a_command_arriving_during_a_request_is_kept_for_the_guard),
