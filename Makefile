@@ -5,6 +5,8 @@
 # make demo       install missing Debian packages, build, run the example agent
 # make bench      run the benchmarks (ratios against bare runs)
 # make sanitize   build into build-san/ with ASan+UBSan and run the tests
+# make fuzz       build the libFuzzer harnesses (clang) into build-fuzz/ and
+#                 run each for FUZZ_SECONDS (default 60)
 # make deps       install the Debian packages the build and the tests need
 # make install    PREFIX=/usr/local DESTDIR= : binaries, preload, policies, man pages
 #
@@ -30,6 +32,13 @@ SAN     ?=
 ifeq ($(SAN),1)
 BUILD   := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+# The fuzzing build: every library instrumented for libFuzzer's coverage and
+# checked by ASan+UBSan; only the harnesses link libFuzzer's main.
+ifeq ($(FUZZ),1)
+BUILD   := build-fuzz
+CC      := clang
+SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
 # pkg-config runs when a recipe needs it (recursive '='), so that `make test`
@@ -61,6 +70,7 @@ UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 PROG_SRC    := $(filter-out tests/progs/static_% tests/progs/agent_% tests/progs/lib_%,$(wildcard tests/progs/*.c))
 SPROG_SRC   := $(wildcard tests/progs/static_*.c tests/progs/agent_*.c)
 BENCH_SRC   := $(wildcard bench/bench_*.c)
+FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
 BPROG_SRC   := $(filter-out bench/bench_%,$(wildcard bench/*.c))
 
 GEN_DEFAULT := $(BUILD)/gen/default_policy.c
@@ -81,8 +91,10 @@ UNITS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 PROGS   := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC) $(SPROG_SRC)) \
            $(BUILD)/tests/progs/libfake/libpcre2-8.so.0 $(BUILD)/tests/progs/libfake/libyaml-0.so.2
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
+FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test check demo bench sanitize install clean components
+.PHONY: all deps test check demo bench sanitize fuzz fuzzers install clean components
 # Objects made through chained pattern rules are not intermediate files to
 # delete after the link: keeping them keeps rebuilds incremental.
 .SECONDARY:
@@ -125,6 +137,12 @@ bench: deps
 sanitize: deps
 	@$(MAKE) $(SUBJ) --no-print-directory SAN=1 all
 	@BUILD=build-san SBX_SANITIZED=1 sh tests/run.sh
+
+fuzz: deps
+	@$(MAKE) $(SUBJ) --no-print-directory FUZZ=1 fuzzers
+	@BUILD=build-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
+
+fuzzers: $(FUZZERS)
 
 # ---- objects ---------------------------------------------------------------
 
@@ -227,6 +245,10 @@ $(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
 
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(SBX_LIBS) $(LIBS)
+
 # ---- install ---------------------------------------------------------------
 
 install: all
@@ -239,6 +261,6 @@ install: all
 	$(if $(wildcard docs/*.8),install -d $(DESTDIR)$(PREFIX)/share/man/man8 && install -m 0644 $(wildcard docs/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
 
 clean:
-	rm -rf build build-san build-clang
+	rm -rf build build-san build-clang build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -7,10 +7,13 @@ set -eu
 # Tests: cmocka; real programs the integration tests run under the guard
 # (python3, git, curl, make); busybox-static and bubblewrap for the escape
 # tests and the bwrap backend; sqlite3 to inspect a store by hand in tests;
-# strace to see which files the agent's processes open.
+# strace to see which files the agent's processes open; libclang-rt-14-dev
+# for libFuzzer (make fuzz; clang only recommends it); clang-tidy and
+# cppcheck for make lint.
 PKGS="gcc clang make pkg-config libc6-dev
 libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
-python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace"
+python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace
+libclang-rt-14-dev clang-tidy cppcheck"
 
 missing=""
 for p in $PKGS; do
