@@ -41,8 +41,18 @@ test_aslr_cannot_be_switched_off() {
 }
 
 test_the_32_bit_system_call_abi_kills_the_process() {
+    # A kernel built without IA32 emulation (or booted with
+    # ia32_emulation=0) has no 32-bit ABI to escape through: int 0x80 is a
+    # general protection fault, SIGSEGV, before seccomp sees anything.
+    bare=0
+    "$PROGS/static_escape" int80 >/dev/null 2>&1 || bare=$?
     rc=0
     native -- "$ESC" int80 >/dev/null 2>&1 || rc=$?
+    if [ "$bare" = 139 ]; then
+        echo "# this kernel has no 32-bit ABI (int 0x80 faults bare): checking only that it faults under native too"
+        assert_eq "$rc" "139" "exit status (128 + SIGSEGV, no 32-bit ABI)"
+        return
+    fi
     assert_eq "$rc" "159" "exit status (128 + SIGSYS)"
 }
 
