@@ -3,10 +3,16 @@
  * Takes events from the agents' rings and from sbx-guard, stores them in the
  * SQLite audit store with a hash chain, keeps the registry of running agents
  * and carries out kills.  Usually started on demand by sbx_ctl_open().
+ *
+ *   sbx-auditd [--retain DURATION]
+ *
+ * Exit 0 after SIGTERM or when another daemon already runs, 1 when it
+ * cannot start, 2 bad usage (sbx-auditd(8)).
  */
 #include <err.h>
-#include <sqlite3.h>
 #include <errno.h>
+#include <getopt.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,52 +20,73 @@
 #include <unistd.h>
 
 #include <bsd/libutil.h>
-#include <bsd/stdlib.h>
 
 #include "daemon.h"
+#include "duration.h"
 #include "paths.h"
+#include "version.h"
 
-static void usage(void)
+#define EXIT_USAGE 2
+
+static void __attribute__((noreturn)) usage(void)
 {
-    fprintf(stderr, "usage: sbx-auditd [--retain DURATION]\n"
-                    "  DURATION: N followed by s, m, h or d (e.g. 30d)\n");
-    exit(2);
+    fprintf(stderr, "usage: sbx-auditd [--retain DURATION]\n");
+    exit(EXIT_USAGE);
 }
 
-/* "30d" -> ns; -1 if malformed. */
-static int64_t parse_retain(const char *s)
+static void __attribute__((noreturn)) help(void)
 {
-    char *end;
-    errno = 0;
-    long long n = strtoll(s, &end, 10);
-    if (errno || n <= 0 || end == s || end[0] == '\0' || end[1] != '\0')
-        return -1;
-    int64_t unit;
-    switch (*end) {
-    case 's': unit = 1; break;
-    case 'm': unit = 60; break;
-    case 'h': unit = 3600; break;
-    case 'd': unit = 86400; break;
-    default: return -1;
-    }
-    if (n > INT64_MAX / unit / 1000000000)
-        return -1;
-    return n * unit * 1000000000;
+    printf("usage: sbx-auditd [--retain DURATION]\n"
+           "\n"
+           "The sbx audit daemon: stores the agents' events in the audit store and\n"
+           "carries out kills.  Usually started on demand by sbx-guard.\n"
+           "\n"
+           "  -r, --retain DURATION  delete events older than DURATION at start and\n"
+           "                         hourly; DURATION is a number with ms, s, m, h or\n"
+           "                         d, combinable (30d, 12h, 1h30m)\n"
+           "  -h, --help             this text\n"
+           "  -V, --version          print the version\n"
+           "\n"
+           "Exit 0 after SIGTERM or when another daemon already runs, 1 when it\n"
+           "cannot start, 2 bad usage.\n");
+    exit(0);
 }
 
 int main(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        { "retain", required_argument, NULL, 'r' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
     int64_t retain = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--retain") == 0 && i + 1 < argc) {
-            if ((retain = parse_retain(argv[++i])) < 0)
+    uint64_t ms;
+    int c;
+    while ((c = getopt_long(argc, argv, "r:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            /* 0 would delete everything: retention is at least a moment. */
+            if (sbx_duration_parse(optarg, &ms) < 0 || ms == 0 ||
+                ms > (uint64_t)INT64_MAX / 1000000) {
+                warnx("--retain: '%s' is not a duration (a number with ms, s, m, h or d, "
+                      "e.g. 30d)", optarg);
                 usage();
-        } else if (strncmp(argv[i], "--retain=", 9) == 0) {
-            if ((retain = parse_retain(argv[i] + 9)) < 0)
-                usage();
-        } else {
+            }
+            retain = (int64_t)ms * 1000000;
+            break;
+        case 'h':
+            help();
+        case 'V':
+            printf("sbx-auditd %s\n", SBX_VERSION);
+            return 0;
+        default:
             usage();
         }
+    }
+    if (optind < argc) {
+        warnx("unexpected argument '%s'", argv[optind]);
+        usage();
     }
     /* One thread, so no allocation statistics (they take a mutex on every
      * malloc inside SQLite). */
@@ -79,7 +106,7 @@ int main(int argc, char **argv)
     struct pidfh *pfh = pidfile_open(pidpath, 0600, &other);
     if (!pfh) {
         if (errno == EEXIST) {
-            fprintf(stderr, "sbx-auditd: already running (pid %d)\n", (int)other);
+            warnx("already running (pid %d)", (int)other);
             return 0;
         }
         err(1, "%s", pidpath);

@@ -3,6 +3,7 @@
  * enumerations, names, the environment); the lists are in lists.c.  Every
  * bad value is reported at its own line and column (policy.h, load.c). */
 #include "internal.h"
+#include "duration.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -83,50 +84,6 @@ static int parse_size(const char *s, uint64_t *out)
     return -1;
 }
 
-/* "30m", "1h30m", "90s", "250ms": milliseconds.  A number needs a unit. */
-static int parse_duration(const char *s, uint64_t *out)
-{
-    uint64_t total = 0;
-    const char *q = s;
-
-    if (*q == '\0')
-        return -1;
-    while (*q != '\0') {
-        uint64_t v = 0, mul;
-        if (!isdigit((unsigned char)*q))
-            return -1;
-        for (; isdigit((unsigned char)*q); q++) {
-            if (v > (UINT64_MAX - 9) / 10)
-                return -1;
-            v = v * 10 + (uint64_t)(*q - '0');
-        }
-        while (*q == ' ')
-            q++;
-        if (strncmp(q, "ms", 2) == 0) {
-            mul = 1;
-            q += 2;
-        } else if (*q == 's') {
-            mul = 1000;
-            q++;
-        } else if (*q == 'm') {
-            mul = 60 * 1000;
-            q++;
-        } else if (*q == 'h') {
-            mul = 3600 * 1000;
-            q++;
-        } else {
-            return -1;
-        }
-        if (v > (UINT64_MAX - total) / mul)
-            return -1;
-        total += v * mul;
-        while (*q == ' ')
-            q++;
-    }
-    *out = total;
-    return 0;
-}
-
 /* A scalar from a fixed set; returns its index or -1 after reporting. */
 static int pick(struct loader *ld, const char *file, yaml_node_t *n, const char *what,
                 const char *const *choices, size_t nchoices)
@@ -170,9 +127,9 @@ static void duration_value(struct loader *ld, const char *file, yaml_node_t *n,
         *out = 0;
         return;
     }
-    if (s == NULL || parse_duration(s, out) < 0)
+    if (s == NULL || sbx_duration_parse(s, out) < 0)
         load_error(ld, file, &n->start_mark,
-                   "%s: bad duration \"%s\" (a number with ms, s, m or h, e.g. 30m or 1h30m)",
+                   "%s: bad duration \"%s\" (a number with ms, s, m, h or d, e.g. 30m or 1h30m)",
                    what, s ? s : value_type_name(n));
 }
 

@@ -1,5 +1,6 @@
 /* auditfmt.c — printing audit rows (see auditfmt.h). */
 #include "auditfmt.h"
+#include "duration.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,28 +23,14 @@ void afmt_time(int64_t ts_ns, char *out, size_t outsz)
 
 int afmt_parse_since(const char *s, int64_t *ns)
 {
-    char *end;
-    long long n = strtoll(s, &end, 10);
-    if (end != s && n >= 0) {
-        int64_t unit = -1;
-        if (strcmp(end, "ms") == 0)
-            unit = 1000000;
-        else if (strcmp(end, "s") == 0)
-            unit = 1000000000;
-        else if (strcmp(end, "m") == 0)
-            unit = 60LL * 1000000000;
-        else if (strcmp(end, "h") == 0)
-            unit = 3600LL * 1000000000;
-        else if (strcmp(end, "d") == 0)
-            unit = 86400LL * 1000000000;
-        if (unit > 0) {
-            if (n > INT64_MAX / unit)
-                return -1;
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            *ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - n * unit;
-            return 0;
-        }
+    uint64_t ms;
+    if (sbx_duration_parse(s, &ms) == 0) {
+        if (ms > (uint64_t)INT64_MAX / 1000000)
+            return -1;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        *ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec - (int64_t)ms * 1000000;
+        return 0;
     }
     struct tm tm;
     static const char *const fmts[] = { "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d" };

@@ -17,8 +17,8 @@ enum afmt { AFMT_TABLE, AFMT_JSON, AFMT_CSV };
 
 /* RFC 3339 UTC with microseconds: "2026-12-02T14:02:10.123456Z". */
 void afmt_time(int64_t ts_ns, char *out, size_t outsz);
-/* --since: a duration back from now ("10m", "2h", "90s", "1d", "500ms") or a
- * time ("2026-12-02T14:00:00Z", "2026-12-02 14:00:00", "2026-12-02"; UTC).
+/* --since: a duration back from now (duration.h: "10m", "2h", "1h30m",
+ * "1d", "500ms") or a time ("2026-12-02T14:00:00Z", "2026-12-02 14:00:00", "2026-12-02"; UTC).
  * 0 and *NS, or -1. */
 int afmt_parse_since(const char *s, int64_t *ns);
 
