@@ -1,7 +1,11 @@
-/* query.c — reading rows back: filters for sbx-audit, and the row reader
- * that verify shares (see store.h). */
+/* query.c — reading the store back: filtered rows, totals, per-agent
+ * summaries and the agents for sbx-audit, and the row reader that verify
+ * shares (see store.h).  Every SQL text that reads the schema is here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <bsd/stdlib.h>
 
 #include "store_int.h"
 
@@ -83,6 +87,187 @@ int audit_store_query(struct audit_store *st, const struct audit_filter *f,
 out:
     if (rc < 0)
         snprintf(err, errsz, "query failed: %s", sqlite3_errmsg(st->db));
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* ---- snapshots, totals, stats, agents -------------------------------------- */
+
+int audit_store_read_begin(struct audit_store *st, char *err, size_t errsz)
+{
+    if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errsz, "cannot read: %s", sqlite3_errmsg(st->db));
+        return -1;
+    }
+    return 0;
+}
+
+void audit_store_read_end(struct audit_store *st)
+{
+    if (!sqlite3_get_autocommit(st->db))
+        sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+}
+
+int audit_store_totals(struct audit_store *st, struct audit_totals *t, char *err, size_t errsz)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(st->db, "SELECT count(*), coalesce(max(id), 0) FROM events",
+                           -1, &q, NULL) != SQLITE_OK || sqlite3_step(q) != SQLITE_ROW)
+        goto out;
+    t->rows = sqlite3_column_int64(q, 0);
+    t->newest_id = sqlite3_column_int64(q, 1);
+    rc = 0;
+out:
+    if (rc < 0)
+        snprintf(err, errsz, "cannot count the events: %s", sqlite3_errmsg(st->db));
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* Counts read by Q (name, count), names copied: SQLite's texts last only
+ * until the next step, and the caller hands them all to one callback. */
+struct counts {
+    struct audit_count *v;
+    size_t n;
+};
+
+static void counts_free(struct counts *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free((char *)c->v[i].name);
+    free(c->v);
+    *c = (struct counts){ 0 };
+}
+
+/* Reads every row of Q (bound by the caller) into C.  0 / -1 (SQLite error
+ * or out of memory; C then holds what was read, to free). */
+static int counts_read(sqlite3_stmt *q, struct counts *c)
+{
+    int s;
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        struct audit_count *nv = reallocarray(c->v, c->n + 1, sizeof *nv);
+        if (nv == NULL)
+            return -1;
+        c->v = nv;
+        const char *name = (const char *)sqlite3_column_text(q, 0);
+        char *copy = name ? strdup(name) : NULL;
+        if (name && !copy)
+            return -1;
+        c->v[c->n++] = (struct audit_count){ .name = copy, .n = sqlite3_column_int64(q, 1) };
+    }
+    return s == SQLITE_DONE ? 0 : -1;
+}
+
+int audit_store_stats(struct audit_store *st, const char *agent,
+                      int (*cb)(const struct audit_agent_stats *s, void *ctx), void *ctx,
+                      char *err, size_t errsz)
+{
+    /* By the agent column, not agent_ref: the daemon's own rows have no
+     * agent and are summarised too, under NULL. */
+    static const char summary_sql[] =
+        "SELECT agent, count(*), sum(decision = 'deny'), min(ts), max(ts) FROM events"
+        " WHERE ?1 IS NULL OR agent = ?1 GROUP BY agent ORDER BY min(ts)";
+    static const char ops_sql[] =
+        "SELECT op, count(*) FROM events WHERE agent IS ?1 AND decision = 'deny'"
+        " GROUP BY op ORDER BY 2 DESC, 1";
+    static const char targets_sql[] =
+        "SELECT target, count(*) FROM events WHERE agent IS ?1 AND decision = 'deny'"
+        " GROUP BY target ORDER BY 2 DESC, 1 LIMIT ?2";
+    sqlite3_stmt *q = NULL, *qops = NULL, *qtargets = NULL;
+    struct counts ops = { 0 }, targets = { 0 };
+    int rc = -1, s;
+    if (sqlite3_prepare_v2(st->db, summary_sql, -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->db, ops_sql, -1, &qops, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->db, targets_sql, -1, &qtargets, NULL) != SQLITE_OK)
+        goto out;
+    if (agent)
+        sqlite3_bind_text(q, 1, agent, -1, SQLITE_STATIC);
+    sqlite3_bind_int(qtargets, 2, AUDIT_STATS_TOP_TARGETS);
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        struct audit_agent_stats a = {
+            .agent = (const char *)sqlite3_column_text(q, 0),
+            .events = sqlite3_column_int64(q, 1), .denied = sqlite3_column_int64(q, 2),
+            .first_ns = sqlite3_column_int64(q, 3), .last_ns = sqlite3_column_int64(q, 4),
+        };
+        if (a.denied) {
+            sqlite3_reset(qops);
+            sqlite3_reset(qtargets);
+            if (a.agent) {
+                sqlite3_bind_text(qops, 1, a.agent, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_text(qtargets, 1, a.agent, -1, SQLITE_TRANSIENT);
+            } else {
+                sqlite3_bind_null(qops, 1);
+                sqlite3_bind_null(qtargets, 1);
+            }
+            if (counts_read(qops, &ops) < 0 || counts_read(qtargets, &targets) < 0)
+                goto out;
+        }
+        a.denied_ops = ops.v;
+        a.n_denied_ops = ops.n;
+        a.denied_targets = targets.v;
+        a.n_denied_targets = targets.n;
+        int stop = cb(&a, ctx);
+        counts_free(&ops);
+        counts_free(&targets);
+        if (stop) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE)
+        goto out;
+    rc = 0;
+out:
+    if (rc < 0)
+        snprintf(err, errsz, "cannot summarise the events: %s", sqlite3_errmsg(st->db));
+    counts_free(&ops);
+    counts_free(&targets);
+    sqlite3_finalize(q);
+    sqlite3_finalize(qops);
+    sqlite3_finalize(qtargets);
+    return rc;
+}
+
+int audit_store_agents(struct audit_store *st,
+                       int (*cb)(const struct audit_agent_run *a, void *ctx), void *ctx,
+                       char *err, size_t errsz)
+{
+    static const char sql[] =
+        "SELECT name, run_id, policy_name, policy_sha256, policy_file, workspace, command,"
+        " layers, uid, guard_pid, started, ended, exit_status, exit_detail, killed_by,"
+        " kill_reason FROM agents ORDER BY id";
+    sqlite3_stmt *q = NULL;
+    int rc = -1, s;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
+        goto out;
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        struct audit_agent_run a = {
+            .reg = {
+                .name = col_text(q, 0), .run_id = col_text(q, 1),
+                .policy_name = col_text(q, 2), .policy_sha256 = col_text(q, 3),
+                .policy_file = col_text(q, 4), .workspace = col_text(q, 5),
+                .command = col_text(q, 6), .layers = col_text(q, 7),
+                .uid = sqlite3_column_int64(q, 8), .guard_pid = sqlite3_column_int64(q, 9),
+                .started_ns = sqlite3_column_int64(q, 10),
+            },
+            .ended = sqlite3_column_type(q, 11) != SQLITE_NULL,
+            .ended_ns = sqlite3_column_int64(q, 11),
+            .exit_status = sqlite3_column_int64(q, 12),
+            .exit_detail = col_text(q, 13),
+            .killed_by = col_text(q, 14), .kill_reason = col_text(q, 15),
+        };
+        if (cb(&a, ctx)) {
+            s = SQLITE_DONE;
+            break;
+        }
+    }
+    if (s != SQLITE_DONE)
+        goto out;
+    rc = 0;
+out:
+    if (rc < 0)
+        snprintf(err, errsz, "cannot list the agents: %s", sqlite3_errmsg(st->db));
     sqlite3_finalize(q);
     return rc;
 }

@@ -49,11 +49,6 @@ const char *audit_store_errmsg(const struct audit_store *st)
     return st->errmsg;
 }
 
-struct sqlite3 *audit_store_db(struct audit_store *st)
-{
-    return st->db;
-}
-
 const char *audit_store_head_path(const struct audit_store *st)
 {
     return st->head;

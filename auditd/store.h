@@ -27,7 +27,6 @@
 #define AUDIT_HASH_LEN 32
 
 struct audit_store;
-struct sqlite3;
 
 /* One events row.  Text fields may be NULL (stored as NULL). */
 struct audit_row {
@@ -62,8 +61,6 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
 void audit_store_close(struct audit_store *st);
 /* The last SQLite (or I/O) error text. */
 const char *audit_store_errmsg(const struct audit_store *st);
-/* The underlying handle, for read queries of the tools. */
-struct sqlite3 *audit_store_db(struct audit_store *st);
 /* The head file path (DB + ".head"). */
 const char *audit_store_head_path(const struct audit_store *st);
 
@@ -134,6 +131,65 @@ struct audit_filter {
 int audit_store_query(struct audit_store *st, const struct audit_filter *f,
                       int (*cb)(const struct audit_row *row, void *ctx), void *ctx,
                       char *err, size_t errsz);
+
+/* A read snapshot: every read between begin and end sees the same rows,
+ * whatever the writer commits meanwhile (WAL).  For readers only; 0 / -1
+ * with ERR.  End is harmless without a begin. */
+int audit_store_read_begin(struct audit_store *st, char *err, size_t errsz);
+void audit_store_read_end(struct audit_store *st);
+
+/* The whole store: its number of event rows and the newest row's id (0 for
+ * an empty store).  0 / -1 with ERR. */
+struct audit_totals {
+    int64_t rows;
+    int64_t newest_id;
+};
+int audit_store_totals(struct audit_store *st, struct audit_totals *t, char *err, size_t errsz);
+
+/* A count of denials under one name: an op, or a target. */
+struct audit_count {
+    const char *name;           /* NULL for a row without a target */
+    int64_t n;
+};
+
+/* How many denied targets audit_store_stats names per agent: the most
+ * denied ones, which are what a person reading `sbx-audit stats` looks at. */
+#define AUDIT_STATS_TOP_TARGETS 5
+
+/* One agent name's events, summarised, for `sbx-audit stats`. */
+struct audit_agent_stats {
+    const char *agent;          /* NULL: rows without an agent (sbx's own) */
+    int64_t events, denied;
+    int64_t first_ns, last_ns;  /* ts of its first and last event */
+    /* Its denials per op, and its most denied targets (at most
+     * AUDIT_STATS_TOP_TARGETS), each most first, then by name.  Empty
+     * when nothing was denied. */
+    const struct audit_count *denied_ops, *denied_targets;
+    size_t n_denied_ops, n_denied_targets;
+};
+/* Calls CB once per agent name with events (only AGENT's rows when AGENT is
+ * not NULL; by the event's agent column, so every run of that name), in the
+ * order of their first event.  Everything CB gets, names included, is
+ * valid only during the call; CB returns non-zero to stop.  0 / -1 with
+ * ERR. */
+int audit_store_stats(struct audit_store *st, const char *agent,
+                      int (*cb)(const struct audit_agent_stats *s, void *ctx), void *ctx,
+                      char *err, size_t errsz);
+
+/* One agents row with its outcome, for `sbx-audit agents`. */
+struct audit_agent_run {
+    struct audit_agent reg;     /* as registered; started_ns 0 if not recorded */
+    bool ended;                 /* an exit was recorded: */
+    int64_t ended_ns, exit_status;
+    const char *exit_detail;    /* may be NULL */
+    const char *killed_by;      /* NULL: nobody killed it */
+    const char *kill_reason;    /* may be NULL */
+};
+/* Calls CB for every registered run, oldest first; the strings are valid
+ * only during the call; CB returns non-zero to stop.  0 / -1 with ERR. */
+int audit_store_agents(struct audit_store *st,
+                       int (*cb)(const struct audit_agent_run *a, void *ctx), void *ctx,
+                       char *err, size_t errsz);
 
 /* hash = SHA-256(prev || canonical(row)): the chain's definition. */
 void audit_row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *row,

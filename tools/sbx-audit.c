@@ -7,14 +7,17 @@
  *   sbx-audit stats [--agent NAME]
  *   sbx-audit verify                   checks the hash chain and the head file
  *   sbx-audit agents                   running and past agents
+ *   sbx-audit --help | --version
  *
  * Opens the store ($SBX_AUDIT_DB or the default) read-only: it never blocks
- * sbx-auditd (WAL) and never starts it.  Exit 0 ok, 1 verify failed or the
- * store is missing/unreadable, 2 bad usage.
+ * sbx-auditd (WAL) and never starts it.  It reads through the store's
+ * functions (store.h) only: the schema is the store's business.  Exit 0
+ * ok, 1 verify failed or the store is missing/unreadable, 2 bad usage.
  */
+#include <err.h>
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,18 +35,31 @@
 #include "ops.h"
 #include "paths.h"
 #include "store.h"
+#include "version.h"
 
-static void usage(FILE *f)
+#define EXIT_FAILED 1
+#define EXIT_USAGE  2
+
+static const char synopsis[] =
+    "usage: sbx-audit query [--agent NAME] [--decision allow|deny] [--op OP]\n"
+    "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv]\n"
+    "       sbx-audit tail  [--agent NAME] [--decision allow|deny] [--op OP]\n"
+    "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv]\n"
+    "       sbx-audit stats [--agent NAME]\n"
+    "       sbx-audit verify\n"
+    "       sbx-audit agents\n"
+    "       sbx-audit --help | --version\n";
+
+static void __attribute__((noreturn)) usage(void)
 {
-    fprintf(f,
-        "usage: sbx-audit query [--agent NAME] [--decision allow|deny] [--op OP]\n"
-        "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv]\n"
-        "       sbx-audit tail  [--agent NAME] [--decision allow|deny] [--op OP]\n"
-        "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv]\n"
-        "       sbx-audit stats [--agent NAME]\n"
-        "       sbx-audit verify\n"
-        "       sbx-audit agents\n"
-        "\n"
+    fputs(synopsis, stderr);
+    exit(EXIT_USAGE);
+}
+
+static void __attribute__((noreturn)) help(void)
+{
+    fputs(synopsis, stdout);
+    fputs("\n"
         "query   print the matching events, oldest first (--limit N: the N newest)\n"
         "tail    print the last N (default 10) matching events, then follow new\n"
         "        ones until interrupted\n"
@@ -53,20 +69,14 @@ static void usage(FILE *f)
         "        first bad row\n"
         "agents  running and past agents: name, run id, start, end, status, killer\n"
         "\n"
-        "DURATION is N followed by ms, s, m, h or d (back from now); TIME is\n"
-        "2026-12-02T14:00:00Z, '2026-12-02 14:00:00' or 2026-12-02 (UTC).\n"
+        "Options take their value as --opt VALUE or --opt=VALUE.\n"
+        "DURATION is a number with ms, s, m, h or d, combinable (10m, 1h30m; back\n"
+        "from now); TIME is 2026-12-02T14:00:00Z, '2026-12-02 14:00:00' or\n"
+        "2026-12-02 (UTC).\n"
         "The store is $SBX_AUDIT_DB, else $XDG_STATE_HOME/sbx/audit.db, else\n"
         "~/.local/state/sbx/audit.db (/var/lib/sbx/audit.db for root).\n"
-        "Exit 0 ok, 1 verify failed or no store, 2 bad usage.\n");
-}
-
-static _Noreturn void bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "sbx-audit: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    usage(stderr);
-    exit(2);
+        "Exit 0 ok, 1 verify failed or no store, 2 bad usage.\n", stdout);
+    exit(0);
 }
 
 struct opts {
@@ -75,60 +85,97 @@ struct opts {
     bool have_limit;
 };
 
-static void parse_filters(int argc, char **argv, struct opts *o, bool stats_only)
+/* What each command takes: query and tail every filter, stats --agent,
+ * verify and agents nothing.  ARGV[0] is the command's name. */
+enum { TAKES_NOTHING, TAKES_AGENT, TAKES_FILTERS };
+
+static void parse_options(int argc, char **argv, int takes, struct opts *o)
 {
+    static const struct option all[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "agent", required_argument, NULL, 'a' },
+        { "decision", required_argument, NULL, 'd' },
+        { "op", required_argument, NULL, 'o' },
+        { "since", required_argument, NULL, 's' },
+        { "limit", required_argument, NULL, 'l' },
+        { "format", required_argument, NULL, 'f' },
+        { NULL, 0, NULL, 0 },
+    };
+    /* The table cut after what the command takes: help; agent; the rest. */
+    struct option longopts[sizeof all / sizeof all[0]];
+    size_t n = takes == TAKES_NOTHING ? 1 : takes == TAKES_AGENT ? 2 : 7;
+    memcpy(longopts, all, n * sizeof all[0]);
+    longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+
     memset(o, 0, sizeof *o);
-    for (int i = 0; i < argc; i += 2) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--agent") == 0 && v) {
-            o->f.agent = v;
-        } else if (stats_only) {
-            bad_usage("unexpected argument %s", a);
-        } else if (strcmp(a, "--decision") == 0 && v) {
-            if (strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)
-                bad_usage("--decision takes allow or deny, not '%s'", v);
-            o->f.decision = v;
-        } else if (strcmp(a, "--op") == 0 && v) {
-            if (sbx_op_parse(v) < 0)
-                bad_usage("unknown op '%s'", v);
-            o->f.op = v;
-        } else if (strcmp(a, "--since") == 0 && v) {
-            if (afmt_parse_since(v, &o->f.since_ns) < 0)
-                bad_usage("--since: '%s' is neither a duration (10m) nor a time", v);
-        } else if (strcmp(a, "--limit") == 0 && v) {
-            const char *e;
-            o->f.limit = strtonum(v, 1, 1000000000, &e);
-            if (e)
-                bad_usage("--limit: '%s' is not a positive number", v);
+    const char *e;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            help();
+        case 'a':
+            o->f.agent = optarg;
+            break;
+        case 'd':
+            if (strcmp(optarg, "allow") != 0 && strcmp(optarg, "deny") != 0) {
+                warnx("--decision takes allow or deny, not '%s'", optarg);
+                usage();
+            }
+            o->f.decision = optarg;
+            break;
+        case 'o':
+            if (sbx_op_parse(optarg) < 0) {
+                warnx("--op: unknown op '%s'", optarg);
+                usage();
+            }
+            o->f.op = optarg;
+            break;
+        case 's':
+            if (afmt_parse_since(optarg, &o->f.since_ns) < 0) {
+                warnx("--since: '%s' is neither a duration (10m) nor a time", optarg);
+                usage();
+            }
+            break;
+        case 'l':
+            o->f.limit = strtonum(optarg, 1, 1000000000, &e);
+            if (e) {
+                warnx("--limit: '%s' is not a positive number", optarg);
+                usage();
+            }
             o->have_limit = true;
-        } else if (strcmp(a, "--format") == 0 && v) {
-            if (strcmp(v, "table") == 0)
+            break;
+        case 'f':
+            if (strcmp(optarg, "table") == 0)
                 o->fmt = AFMT_TABLE;
-            else if (strcmp(v, "json") == 0)
+            else if (strcmp(optarg, "json") == 0)
                 o->fmt = AFMT_JSON;
-            else if (strcmp(v, "csv") == 0)
+            else if (strcmp(optarg, "csv") == 0)
                 o->fmt = AFMT_CSV;
-            else
-                bad_usage("--format takes table, json or csv, not '%s'", v);
-        } else {
-            bad_usage("unexpected argument %s", a);
+            else {
+                warnx("--format takes table, json or csv, not '%s'", optarg);
+                usage();
+            }
+            break;
+        default:
+            usage();
         }
+    }
+    if (optind < argc) {
+        warnx("%s: unexpected argument '%s'", argv[0], argv[optind]);
+        usage();
     }
 }
 
+/* Opens the store read-only, or exits 1 saying why. */
 static struct audit_store *open_store(char *path, size_t pathsz)
 {
-    char err[1024];
+    char why[1024];
     struct audit_store *st;
-    if (sbx_path_audit_db(path, pathsz) < 0) {
-        fprintf(stderr, "sbx-audit: cannot locate the audit store: %s\n", strerror(errno));
-        exit(1);
-    }
-    if (audit_store_open(path, true, &st, err, sizeof err) < 0) {
-        fprintf(stderr, "sbx-audit: %s\n", err);
-        exit(1);
-    }
+    if (sbx_path_audit_db(path, pathsz) < 0)
+        err(EXIT_FAILED, "cannot locate the audit store");
+    if (audit_store_open(path, true, &st, why, sizeof why) < 0)
+        errx(EXIT_FAILED, "%s", why);
     return st;
 }
 
@@ -168,28 +215,27 @@ static int print_cb(const struct audit_row *r, void *arg)
 static int cmd_query(int argc, char **argv)
 {
     struct opts o;
-    parse_filters(argc, argv, &o, false);
+    parse_options(argc, argv, TAKES_FILTERS, &o);
     char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
     struct print_ctx p = { .fmt = o.fmt, .t = { isatty(1), 5, 2, 6 } };
-    int rc = 0;
-    /* One read transaction: the widths pass and the print pass see the same
-     * snapshot. */
-    sqlite3_exec(audit_store_db(st), "BEGIN", NULL, NULL, NULL);
+    int rc = EXIT_FAILED;
+    /* One snapshot: the widths pass and the print pass see the same rows. */
+    if (audit_store_read_begin(st, err, sizeof err) < 0)
+        goto out;
     if (o.fmt == AFMT_TABLE &&
         audit_store_query(st, &o.f, measure_cb, &p.t, err, sizeof err) < 0)
-        goto fail;
+        goto out;
     afmt_header(o.fmt, &p.t);
     if (audit_store_query(st, &o.f, print_cb, &p, err, sizeof err) < 0)
-        goto fail;
+        goto out;
     if (o.fmt == AFMT_TABLE && p.n == 0)
         printf("(no matching events)\n");
-    goto out;
-fail:
-    fprintf(stderr, "sbx-audit: %s\n", err);
-    rc = 1;
+    rc = 0;
 out:
-    sqlite3_exec(audit_store_db(st), "COMMIT", NULL, NULL, NULL);
+    if (rc)
+        warnx("%s", err);
+    audit_store_read_end(st);
     audit_store_close(st);
     return rc;
 }
@@ -204,27 +250,27 @@ static void on_sigint(int sig)
 static int cmd_tail(int argc, char **argv)
 {
     struct opts o;
-    parse_filters(argc, argv, &o, false);
+    parse_options(argc, argv, TAKES_FILTERS, &o);
     if (!o.have_limit)
         o.f.limit = 10;
     char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
     struct print_ctx p = { .fmt = o.fmt, .t = { isatty(1), 12, 12, 40 } };
+    int rc = EXIT_FAILED;
     struct sigaction sa = { .sa_handler = on_sigint };
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     setvbuf(stdout, NULL, _IOLBF, 0);
     afmt_header(o.fmt, &p.t);
     if (audit_store_query(st, &o.f, print_cb, &p, err, sizeof err) < 0)
-        goto fail;
+        goto out;
     /* Then follow: everything after the last row printed (or, when nothing
      * matched yet, after the newest row of the store). */
     if (p.n == 0) {
-        sqlite3_stmt *q;
-        if (sqlite3_prepare_v2(audit_store_db(st), "SELECT coalesce(max(id), 0) FROM events",
-                               -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
-            p.last_id = sqlite3_column_int64(q, 0);
-        sqlite3_finalize(q);
+        struct audit_totals t;
+        if (audit_store_totals(st, &t, err, sizeof err) < 0)
+            goto out;
+        p.last_id = t.newest_id;
     }
     o.f.limit = 0;
     while (!interrupted) {
@@ -232,81 +278,57 @@ static int cmd_tail(int argc, char **argv)
         nanosleep(&ts, NULL);
         o.f.after_id = p.last_id;
         if (audit_store_query(st, &o.f, print_cb, &p, err, sizeof err) < 0)
-            goto fail;
+            goto out;
         if (ferror(stdout))
             break;
     }
+    rc = 0;
+out:
+    if (rc)
+        warnx("%s", err);
     audit_store_close(st);
-    return 0;
-fail:
-    fprintf(stderr, "sbx-audit: %s\n", err);
-    audit_store_close(st);
-    return 1;
+    return rc;
 }
 
 /* ---- stats, agents, verify ----------------------------------------------- */
 
-static void fmt_ts_or_dash(sqlite3_stmt *q, int col, char *out, size_t outsz)
+static int print_stats(const struct audit_agent_stats *a, void *arg)
 {
-    if (sqlite3_column_type(q, col) == SQLITE_NULL)
-        strlcpy(out, "-", outsz);
-    else
-        afmt_time(sqlite3_column_int64(q, col), out, outsz);
+    int *nagents = arg;
+    char first[48], last[48];
+    afmt_time(a->first_ns, first, sizeof first);
+    afmt_time(a->last_ns, last, sizeof last);
+    (*nagents)++;
+    printf("agent %s\n  events     %lld (%lld denied)\n  first seen %s\n  last seen  %s\n",
+           a->agent ? a->agent : "(none: daemon records)", (long long)a->events,
+           (long long)a->denied, first, last);
+    if (a->denied) {
+        printf("  denials by op:");
+        for (size_t i = 0; i < a->n_denied_ops; i++)
+            printf(" %s %lld", a->denied_ops[i].name, (long long)a->denied_ops[i].n);
+        printf("\n  top denied targets:\n");
+        for (size_t i = 0; i < a->n_denied_targets; i++)
+            printf("    %6lld  %s\n", (long long)a->denied_targets[i].n,
+                   a->denied_targets[i].name ? a->denied_targets[i].name : "-");
+    }
+    return 0;
 }
 
 static int cmd_stats(int argc, char **argv)
 {
     struct opts o;
-    parse_filters(argc, argv, &o, true);
-    char path[4096];
+    parse_options(argc, argv, TAKES_AGENT, &o);
+    char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
-    sqlite3 *db = audit_store_db(st);
-    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    sqlite3_stmt *q = NULL, *q2 = NULL, *q3 = NULL;
-    int rc = 1;
-    if (sqlite3_prepare_v2(db, "SELECT agent, count(*), sum(decision = 'deny'), min(ts), max(ts)"
-                           " FROM events WHERE ?1 IS NULL OR agent = ?1 GROUP BY agent"
-                           " ORDER BY min(ts)", -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT op, count(*) FROM events WHERE agent IS ?1 AND"
-                           " decision = 'deny' GROUP BY op ORDER BY 2 DESC, 1", -1, &q2, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT target, count(*) FROM events WHERE agent IS ?1 AND"
-                           " decision = 'deny' GROUP BY target ORDER BY 2 DESC, 1 LIMIT 5",
-                           -1, &q3, NULL) != SQLITE_OK)
+    int rc = EXIT_FAILED, nagents = 0;
+    struct audit_totals t;
+    if (audit_store_read_begin(st, err, sizeof err) < 0 ||
+        audit_store_stats(st, o.f.agent, print_stats, &nagents, err, sizeof err) < 0)
         goto out;
-    if (o.f.agent)
-        sqlite3_bind_text(q, 1, o.f.agent, -1, SQLITE_STATIC);
-    int nagents = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        const char *agent = (const char *)sqlite3_column_text(q, 0);
-        char first[48], last[48];
-        fmt_ts_or_dash(q, 3, first, sizeof first);
-        fmt_ts_or_dash(q, 4, last, sizeof last);
-        int64_t n = sqlite3_column_int64(q, 1), den = sqlite3_column_int64(q, 2);
-        nagents++;
-        printf("agent %s\n  events     %lld (%lld denied)\n  first seen %s\n  last seen  %s\n",
-               agent ? agent : "(none: daemon records)", (long long)n, (long long)den, first, last);
-        sqlite3_reset(q2);
-        sqlite3_reset(q3);
-        if (agent) {
-            sqlite3_bind_text(q2, 1, agent, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(q3, 1, agent, -1, SQLITE_TRANSIENT);
-        } else {
-            sqlite3_bind_null(q2, 1);
-            sqlite3_bind_null(q3, 1);
-        }
-        if (den) {
-            printf("  denials by op:");
-            while (sqlite3_step(q2) == SQLITE_ROW)
-                printf(" %s %lld", sqlite3_column_text(q2, 0), (long long)sqlite3_column_int64(q2, 1));
-            printf("\n  top denied targets:\n");
-            while (sqlite3_step(q3) == SQLITE_ROW) {
-                const char *t = (const char *)sqlite3_column_text(q3, 0);
-                printf("    %6lld  %s\n", (long long)sqlite3_column_int64(q3, 1), t ? t : "-");
-            }
-        }
-    }
     if (nagents == 0)
         printf(o.f.agent ? "no events of agent %s\n" : "no events%s\n", o.f.agent ? o.f.agent : "");
+    if (audit_store_totals(st, &t, err, sizeof err) < 0)
+        goto out;
     struct stat sb;
     long long bytes = 0;
     char wal[4200];
@@ -315,21 +337,12 @@ static int cmd_stats(int argc, char **argv)
     snprintf(wal, sizeof wal, "%s-wal", path);
     if (stat(wal, &sb) == 0)
         bytes += sb.st_size;
-    sqlite3_stmt *c = NULL;
-    long long rows = 0;
-    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM events", -1, &c, NULL) == SQLITE_OK &&
-        sqlite3_step(c) == SQLITE_ROW)
-        rows = sqlite3_column_int64(c, 0);
-    sqlite3_finalize(c);
-    printf("store %s: %lld bytes, %lld rows\n", path, bytes, rows);
+    printf("store %s: %lld bytes, %lld rows\n", path, bytes, (long long)t.rows);
     rc = 0;
 out:
     if (rc)
-        fprintf(stderr, "sbx-audit: %s\n", sqlite3_errmsg(db));
-    sqlite3_finalize(q);
-    sqlite3_finalize(q2);
-    sqlite3_finalize(q3);
-    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        warnx("%s", err);
+    audit_store_read_end(st);
     audit_store_close(st);
     return rc;
 }
@@ -354,88 +367,121 @@ static bool daemon_running(void)
     return up;
 }
 
+static void time_or_dash(int64_t ns, char *out, size_t outsz)
+{
+    if (ns == 0)
+        strlcpy(out, "-", outsz);
+    else
+        afmt_time(ns, out, outsz);
+}
+
+static int print_agent(const struct audit_agent_run *a, void *arg)
+{
+    const bool *daemon_up = arg;
+    char started[48], ended[48], status[128], killed[512];
+    time_or_dash(a->reg.started_ns, started, sizeof started);
+    if (a->ended) {
+        afmt_time(a->ended_ns, ended, sizeof ended);
+        snprintf(status, sizeof status, "%lld (%s)", (long long)a->exit_status,
+                 a->exit_detail ? a->exit_detail : "-");
+    } else {
+        strlcpy(ended, "-", sizeof ended);
+        strlcpy(status, *daemon_up ? "running" : "no end recorded", sizeof status);
+    }
+    if (a->killed_by)
+        snprintf(killed, sizeof killed, "%s: %s", a->killed_by,
+                 a->kill_reason ? a->kill_reason : "");
+    else
+        strlcpy(killed, "-", sizeof killed);
+    printf("%-20s %-12s %-27s %-27s %-24s %s\n", a->reg.name, a->reg.run_id, started, ended,
+           status, killed);
+    return 0;
+}
+
 static int cmd_agents(int argc, char **argv)
 {
-    (void)argv;
-    if (argc)
-        bad_usage("unexpected argument %s", argv[0]);
-    char path[4096];
+    struct opts o;
+    parse_options(argc, argv, TAKES_NOTHING, &o);
+    char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
-    sqlite3 *db = audit_store_db(st);
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT name, run_id, started, ended, exit_status, exit_detail,"
-                           " killed_by, kill_reason, policy_name FROM agents ORDER BY id",
-                           -1, &q, NULL) != SQLITE_OK) {
-        fprintf(stderr, "sbx-audit: %s\n", sqlite3_errmsg(db));
-        audit_store_close(st);
-        return 1;
-    }
     bool up = daemon_running();
+    int rc = EXIT_FAILED;
     printf("%-20s %-12s %-27s %-27s %-24s %s\n", "NAME", "RUN", "STARTED", "ENDED", "STATUS",
            "KILLED BY");
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        char started[48], ended[48], status[128], killed[512];
-        fmt_ts_or_dash(q, 2, started, sizeof started);
-        fmt_ts_or_dash(q, 3, ended, sizeof ended);
-        if (sqlite3_column_type(q, 3) == SQLITE_NULL)
-            strlcpy(status, up ? "running" : "no end recorded", sizeof status);
-        else
-            snprintf(status, sizeof status, "%lld (%s)", (long long)sqlite3_column_int64(q, 4),
-                     sqlite3_column_text(q, 5) ? (const char *)sqlite3_column_text(q, 5) : "-");
-        if (sqlite3_column_type(q, 6) == SQLITE_NULL)
-            strlcpy(killed, "-", sizeof killed);
-        else
-            snprintf(killed, sizeof killed, "%s: %s", sqlite3_column_text(q, 6),
-                     sqlite3_column_text(q, 7) ? (const char *)sqlite3_column_text(q, 7) : "");
-        printf("%-20s %-12s %-27s %-27s %-24s %s\n", sqlite3_column_text(q, 0),
-               sqlite3_column_text(q, 1), started, ended, status, killed);
-    }
-    sqlite3_finalize(q);
+    if (audit_store_agents(st, print_agent, &up, err, sizeof err) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc)
+        warnx("%s", err);
     audit_store_close(st);
-    return 0;
+    return rc;
 }
 
 static int cmd_verify(int argc, char **argv)
 {
-    if (argc)
-        bad_usage("unexpected argument %s", argv[0]);
+    struct opts o;
+    parse_options(argc, argv, TAKES_NOTHING, &o);
     char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
     struct audit_verify res;
-    int rc = audit_store_verify(st, &res, err, sizeof err);
+    int rc = EXIT_FAILED;
+    if (audit_store_verify(st, &res, err, sizeof err) < 0) {
+        warnx("%s", err);
+        goto out;
+    }
+    if (!res.ok) {
+        warnx("verify FAILED: %s", res.msg);
+        goto out;
+    }
+    printf("%s\n", res.msg);
+    rc = 0;
+out:
     audit_store_close(st);
-    if (rc < 0) {
-        fprintf(stderr, "sbx-audit: %s\n", err);
-        return 1;
-    }
-    if (res.ok) {
-        printf("%s\n", res.msg);
-        return 0;
-    }
-    fprintf(stderr, "sbx-audit: verify FAILED: %s\n", res.msg);
-    return 1;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } cmds[] = {
+        { "query", cmd_query }, { "tail", cmd_tail }, { "stats", cmd_stats },
+        { "verify", cmd_verify }, { "agents", cmd_agents },
+    };
+    static const struct option longopts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    /* '+': the options before the command are sbx-audit's own; the
+     * command's are parsed by the command. */
+    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            help();
+        case 'V':
+            printf("sbx-audit %s\n", SBX_VERSION);
+            return 0;
+        default:
+            usage();
+        }
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        usage(stdout);
-        return 0;
-    }
-    if (strcmp(cmd, "query") == 0)
-        return cmd_query(argc - 2, argv + 2);
-    if (strcmp(cmd, "tail") == 0)
-        return cmd_tail(argc - 2, argv + 2);
-    if (strcmp(cmd, "stats") == 0)
-        return cmd_stats(argc - 2, argv + 2);
-    if (strcmp(cmd, "verify") == 0)
-        return cmd_verify(argc - 2, argv + 2);
-    if (strcmp(cmd, "agents") == 0)
-        return cmd_agents(argc - 2, argv + 2);
-    bad_usage("unknown command '%s'", cmd);
+    if (optind >= argc)
+        usage();
+    const char *cmd = argv[optind];
+    if (strcmp(cmd, "help") == 0)
+        help();
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(cmd, cmds[i].name) == 0) {
+            /* The command parses from its own name on: a fresh getopt. */
+            argc -= optind;
+            argv += optind;
+            optind = 0;
+            return cmds[i].run(argc, argv);
+        }
+    warnx("unknown command '%s'", cmd);
+    usage();
 }

@@ -1,5 +1,6 @@
 /* test_store.c — the audit store: appends, query filters, the hash chain
- * and what verify detects. */
+ * and what verify detects; the summaries sbx-audit prints (stats, agents,
+ * totals) and its read snapshot. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -278,6 +279,209 @@ static void test_the_chain_continues_across_reopen(void **state)
     audit_store_close(st);
 }
 
+/* What a stats callback saw, copied (the store's texts last only during
+ * the call). */
+struct seen_stats {
+    int calls;
+    char agent[4][32];
+    int64_t events[4], denied[4], first_ns[4], last_ns[4];
+    char ops[4][128], targets[4][256];
+    size_t n_targets[4];
+};
+
+static int stats_cb(const struct audit_agent_stats *a, void *ctx)
+{
+    struct seen_stats *s = ctx;
+    int k = s->calls++;
+    assert_true(k < 4);
+    snprintf(s->agent[k], sizeof s->agent[k], "%s", a->agent ? a->agent : "(null)");
+    s->events[k] = a->events;
+    s->denied[k] = a->denied;
+    s->first_ns[k] = a->first_ns;
+    s->last_ns[k] = a->last_ns;
+    for (size_t i = 0; i < a->n_denied_ops; i++) {
+        char one[64];
+        snprintf(one, sizeof one, "%s%s=%lld", i ? " " : "", a->denied_ops[i].name,
+                 (long long)a->denied_ops[i].n);
+        strncat(s->ops[k], one, sizeof s->ops[k] - strlen(s->ops[k]) - 1);
+    }
+    for (size_t i = 0; i < a->n_denied_targets; i++) {
+        char one[64];
+        snprintf(one, sizeof one, "%s%s=%lld", i ? " " : "", a->denied_targets[i].name,
+                 (long long)a->denied_targets[i].n);
+        strncat(s->targets[k], one, sizeof s->targets[k] - strlen(s->targets[k]) - 1);
+    }
+    s->n_targets[k] = a->n_denied_targets;
+    return 0;
+}
+
+static void test_stats_summarise_each_agent_s_events_denials_and_denied_targets(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    fill(st, 12);
+    /* A record of sbx's own, with no agent: summarised under NULL. */
+    struct audit_row own = { .ts_ns = 5000LL * 1000000000, .op = "kill", .target = "x",
+                             .decision = "deny", .layer = "sbx" };
+    assert_int_equal(audit_store_append(st, &own), 0);
+    assert_int_equal(audit_store_commit(st, true), 0);
+    struct seen_stats s = { 0 };
+    char err[256];
+    assert_int_equal(audit_store_stats(st, NULL, stats_cb, &s, err, sizeof err), 0);
+    assert_int_equal(s.calls, 3);
+    /* In the order of their first event: coder (i = 0), tester (i = 1). */
+    assert_string_equal(s.agent[0], "coder");
+    assert_int_equal(s.events[0], 6);
+    assert_int_equal(s.denied[0], 2);           /* i = 0 and 6 */
+    assert_int_equal(s.first_ns[0], 1000LL * 1000000000);
+    assert_int_equal(s.last_ns[0], 1010LL * 1000000000);
+    assert_string_equal(s.ops[0], "open-read=2");
+    assert_string_equal(s.targets[0], "/ws/file0=1 /ws/file6=1");
+    assert_string_equal(s.agent[1], "tester");
+    assert_int_equal(s.denied[1], 2);           /* i = 3 and 9 */
+    assert_string_equal(s.targets[1], "/ws/file3=1 /ws/file9=1");
+    assert_string_equal(s.agent[2], "(null)");
+    assert_string_equal(s.ops[2], "kill=1");
+    /* One agent only. */
+    struct seen_stats one = { 0 };
+    assert_int_equal(audit_store_stats(st, "tester", stats_cb, &one, err, sizeof err), 0);
+    assert_int_equal(one.calls, 1);
+    assert_string_equal(one.agent[0], "tester");
+    assert_int_equal(one.events[0], 6);
+    struct seen_stats none = { 0 };
+    assert_int_equal(audit_store_stats(st, "nobody", stats_cb, &none, err, sizeof err), 0);
+    assert_int_equal(none.calls, 0);
+    audit_store_close(st);
+}
+
+static void test_stats_name_only_the_most_denied_targets_most_first(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    fill(st, 60);               /* coder: 10 denials, each of its own target */
+    struct audit_row again = { .ts_ns = 2000LL * 1000000000, .agent = "coder", .op = "exec",
+                               .target = "/ws/file54", .decision = "deny", .layer = "guard" };
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(audit_store_append(st, &again), 0);
+    assert_int_equal(audit_store_commit(st, true), 0);
+    struct seen_stats s = { 0 };
+    char err[256];
+    assert_int_equal(audit_store_stats(st, "coder", stats_cb, &s, err, sizeof err), 0);
+    assert_int_equal(s.calls, 1);
+    assert_int_equal(s.n_targets[0], AUDIT_STATS_TOP_TARGETS);
+    assert_string_equal(s.ops[0], "open-read=10 exec=2");
+    assert_string_equal(s.targets[0],
+                        "/ws/file54=3 /ws/file0=1 /ws/file12=1 /ws/file18=1 /ws/file24=1");
+    audit_store_close(st);
+}
+
+static int stop_cb(const struct audit_agent_stats *a, void *ctx)
+{
+    (void)a;
+    ++*(int *)ctx;
+    return 1;
+}
+
+static void test_stats_stop_when_the_callback_says_so(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    fill(st, 4);
+    int calls = 0;
+    char err[256];
+    assert_int_equal(audit_store_stats(st, NULL, stop_cb, &calls, err, sizeof err), 0);
+    assert_int_equal(calls, 1);
+    audit_store_close(st);
+}
+
+struct seen_agents {
+    int calls;
+    char line[4][256];
+};
+
+static int agents_cb(const struct audit_agent_run *a, void *ctx)
+{
+    struct seen_agents *s = ctx;
+    int k = s->calls++;
+    assert_true(k < 4);
+    snprintf(s->line[k], sizeof s->line[k], "%s %s %s started=%lld ended=%d/%lld status=%lld "
+             "detail=%s killed=%s/%s", a->reg.name, a->reg.run_id,
+             a->reg.policy_name ? a->reg.policy_name : "-", (long long)a->reg.started_ns,
+             a->ended, (long long)a->ended_ns, (long long)a->exit_status,
+             a->exit_detail ? a->exit_detail : "-", a->killed_by ? a->killed_by : "-",
+             a->kill_reason ? a->kill_reason : "-");
+    return 0;
+}
+
+static void test_agents_lists_every_run_with_its_end_and_who_killed_it(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    int64_t ref;
+    struct audit_agent a = { .name = "coder", .run_id = "run1", .policy_name = "default",
+                             .started_ns = 100 };
+    assert_int_equal(audit_store_agent_start(st, &a, &ref), 0);
+    a = (struct audit_agent){ .name = "looper", .run_id = "run2", .started_ns = 200 };
+    assert_int_equal(audit_store_agent_start(st, &a, &ref), 0);
+    a = (struct audit_agent){ .name = "coder", .run_id = "run3", .started_ns = 300 };
+    assert_int_equal(audit_store_agent_start(st, &a, &ref), 0);
+    assert_int_equal(audit_store_agent_end(st, "run1", 150, 0, "exited 0"), 0);
+    assert_int_equal(audit_store_agent_killed(st, "run2", "alice (uid 1000)", "runaway"), 0);
+    assert_int_equal(audit_store_agent_end(st, "run2", 250, 137, "killed by signal 9"), 0);
+    assert_int_equal(audit_store_commit(st, true), 0);
+    struct seen_agents s = { 0 };
+    char err[256];
+    assert_int_equal(audit_store_agents(st, agents_cb, &s, err, sizeof err), 0);
+    assert_int_equal(s.calls, 3);
+    assert_string_equal(s.line[0], "coder run1 default started=100 ended=1/150 status=0 "
+                        "detail=exited 0 killed=-/-");
+    assert_string_equal(s.line[1], "looper run2 - started=200 ended=1/250 status=137 "
+                        "detail=killed by signal 9 killed=alice (uid 1000)/runaway");
+    assert_string_equal(s.line[2], "coder run3 - started=300 ended=0/0 status=0 "
+                        "detail=- killed=-/-");
+    audit_store_close(st);
+}
+
+static void test_totals_count_the_rows_and_name_the_newest(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    struct audit_totals t = { -1, -1 };
+    char err[256];
+    assert_int_equal(audit_store_totals(st, &t, err, sizeof err), 0);
+    assert_int_equal(t.rows, 0);
+    assert_int_equal(t.newest_id, 0);
+    fill(st, 30);
+    int64_t pruned;
+    assert_int_equal(audit_store_prune(st, 1010LL * 1000000000, &pruned), 0);
+    assert_int_equal(pruned, 10);
+    assert_int_equal(audit_store_totals(st, &t, err, sizeof err), 0);
+    assert_int_equal(t.rows, 20);
+    assert_int_equal(t.newest_id, 30);
+    audit_store_close(st);
+}
+
+static void test_a_read_snapshot_does_not_see_rows_committed_after_it_began(void **state)
+{
+    (void)state;
+    struct audit_store *w = fresh(), *r;
+    fill(w, 3);
+    char err[256];
+    assert_int_equal(audit_store_open(path, true, &r, err, sizeof err), 0);
+    assert_int_equal(audit_store_read_begin(r, err, sizeof err), 0);
+    struct audit_totals t;
+    assert_int_equal(audit_store_totals(r, &t, err, sizeof err), 0);
+    assert_int_equal(t.rows, 3);
+    fill(w, 3);
+    assert_int_equal(audit_store_totals(r, &t, err, sizeof err), 0);
+    assert_int_equal(t.rows, 3);
+    audit_store_read_end(r);
+    assert_int_equal(audit_store_totals(r, &t, err, sizeof err), 0);
+    assert_int_equal(t.rows, 6);
+    audit_store_close(r);
+    audit_store_close(w);
+}
+
 static void test_a_missing_store_is_a_clear_error_when_read_only(void **state)
 {
     (void)state;
@@ -322,6 +526,12 @@ int main(void)
         cmocka_unit_test(test_pruning_keeps_the_rest_of_the_chain_verifiable),
         cmocka_unit_test(test_the_chain_continues_across_reopen),
         cmocka_unit_test(test_a_missing_store_is_a_clear_error_when_read_only),
+        cmocka_unit_test(test_stats_summarise_each_agent_s_events_denials_and_denied_targets),
+        cmocka_unit_test(test_stats_name_only_the_most_denied_targets_most_first),
+        cmocka_unit_test(test_stats_stop_when_the_callback_says_so),
+        cmocka_unit_test(test_agents_lists_every_run_with_its_end_and_who_killed_it),
+        cmocka_unit_test(test_totals_count_the_rows_and_name_the_newest),
+        cmocka_unit_test(test_a_read_snapshot_does_not_see_rows_committed_after_it_began),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
