@@ -3,6 +3,7 @@
  *
  *   sbx-kill NAME [--reason TEXT] [--soft]
  *   sbx-kill --all [--reason TEXT] [--soft]
+ *   sbx-kill --help | --version
  *
  * Asks sbx-auditd, which records who killed what and why (durably, before
  * anything happens) and has the agent's sbx-guard end every process of it.
@@ -11,6 +12,8 @@
  * no running agent.  Exit 0 done, 1 unknown agent / refused / failed,
  * 2 usage.
  */
+#include <err.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,67 +21,85 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "version.h"
 
-static void usage(FILE *f)
+#define EXIT_FAILED 1
+#define EXIT_USAGE  2
+
+static const char synopsis[] =
+    "usage: sbx-kill NAME [--reason TEXT] [--soft]\n"
+    "       sbx-kill --all [--reason TEXT] [--soft]\n"
+    "       sbx-kill --help | --version\n";
+
+static void __attribute__((noreturn)) usage(void)
 {
-    fprintf(f,
-        "usage: sbx-kill NAME [--reason TEXT] [--soft]\n"
-        "       sbx-kill --all [--reason TEXT] [--soft]\n"
-        "\n"
+    fputs(synopsis, stderr);
+    exit(EXIT_USAGE);
+}
+
+static void __attribute__((noreturn)) help(void)
+{
+    fputs(synopsis, stdout);
+    fputs("\n"
         "Stops the running agent NAME (or every running agent with --all):\n"
         "sbx-auditd records the kill (who, why, when), then the agent's\n"
         "sbx-guard kills all of its processes.\n"
-        "  --reason TEXT  why, stored in the audit trail\n"
-        "  --soft         do not kill: make every further guarded call fail\n"
-        "                 with EPERM instead\n"
-        "Exit 0 done, 1 no such agent / refused / failed, 2 bad usage.\n");
+        "  -r, --reason TEXT  why, stored in the audit trail\n"
+        "  -s, --soft         do not kill: make every further guarded call fail\n"
+        "                     with EPERM instead\n"
+        "  -a, --all          every running agent\n"
+        "  -h, --help         this text\n"
+        "  -V, --version      print the version\n"
+        "Exit 0 done, 1 no such agent / refused / failed, 2 bad usage.\n", stdout);
+    exit(0);
 }
 
 int main(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        { "reason", required_argument, NULL, 'r' },
+        { "soft", no_argument, NULL, 's' },
+        { "all", no_argument, NULL, 'a' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
     const char *name = NULL, *reason = NULL;
     bool all = false, soft = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--all") == 0) {
-            all = true;
-        } else if (strcmp(a, "--soft") == 0) {
-            soft = true;
-        } else if (strcmp(a, "--reason") == 0 && i + 1 < argc) {
-            reason = argv[++i];
-        } else if (strncmp(a, "--reason=", 9) == 0) {
-            reason = a + 9;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "sbx-kill: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!name) {
-            name = a;
-        } else {
-            usage(stderr);
-            return 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "r:sahV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'r': reason = optarg; break;
+        case 's': soft = true; break;
+        case 'a': all = true; break;
+        case 'h': help();
+        case 'V': printf("sbx-kill %s\n", SBX_VERSION); return 0;
+        default: usage();
         }
     }
-    if ((name == NULL) == !all) {
-        usage(stderr);
-        return 2;
+    if (optind < argc)
+        name = argv[optind++];
+    if (optind < argc) {
+        warnx("unexpected argument '%s'", argv[optind]);
+        usage();
     }
-    char err[512], result[1024];
-    int fd = sbx_ctl_open(false, err, sizeof err);
-    if (fd < 0) {
-        fprintf(stderr, "sbx-kill: %s: no agent is running\n", err);
-        return 1;
+    if (name != NULL && all) {
+        warnx("a NAME or --all, not both");
+        usage();
     }
+    if (name == NULL && !all) {
+        warnx("no agent named (give a NAME, or --all)");
+        usage();
+    }
+    char why[512], result[1024];
+    int fd = sbx_ctl_open(false, why, sizeof why);
+    if (fd < 0)
+        errx(EXIT_FAILED, "%s: no agent is running", why);
     int rc = sbx_ctl_kill(fd, all ? NULL : name, soft, reason, result, sizeof result,
-                          err, sizeof err);
+                          why, sizeof why);
     sbx_ctl_close(fd);
-    if (rc < 0) {
-        fprintf(stderr, "sbx-kill: %s\n", err);
-        return 1;
-    }
+    if (rc < 0)
+        errx(EXIT_FAILED, "%s", why);
     printf("%s\n", result);
     return 0;
 }

@@ -3,6 +3,7 @@
  *
  *   sbx-policy check FILE...
  *   sbx-policy explain [--workspace DIR] FILE OP TARGET
+ *   sbx-policy --help | --version
  *
  * check prints one summary line per good file; for a bad one it prints
  * every error as FILE:LINE:COL: message.  explain prints allow or deny,
@@ -12,6 +13,7 @@
  */
 #include <err.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +25,25 @@
 
 #include "ops.h"
 #include "policy.h"
+#include "version.h"
 
-static void usage(FILE *f)
+#define EXIT_USAGE 2    /* also: a target that cannot be judged */
+
+static const char synopsis[] =
+    "usage: sbx-policy check FILE...\n"
+    "       sbx-policy explain [--workspace DIR] FILE OP TARGET\n"
+    "       sbx-policy --help | --version\n";
+
+static void __attribute__((noreturn)) usage(void)
 {
-    fprintf(f,
-        "usage: sbx-policy check FILE...\n"
-        "       sbx-policy explain [--workspace DIR] FILE OP TARGET\n"
-        "\n"
+    fputs(synopsis, stderr);
+    exit(EXIT_USAGE);
+}
+
+static void __attribute__((noreturn)) help(void)
+{
+    fputs(synopsis, stdout);
+    fputs("\n"
         "check    print a one-line summary of each FILE, or every error as\n"
         "         FILE:LINE:COL: message; exit 0 if all are good, 1 if not\n"
         "explain  decide one operation as the guard would and say why:\n"
@@ -39,19 +53,49 @@ static void usage(FILE *f)
         "         the workspace, \"~/\" is home), a command line for exec,\n"
         "         host:port, ip:port, [v6]:port or unix:/path for connect,\n"
         "         send and bind.  Exit 0 allow, 1 deny.\n"
-        "  --workspace DIR   the workspace to judge against (default: the\n"
-        "                    policy's workspace key, else the current directory)\n"
-        "Exit 2 on bad usage or a target that cannot be judged.\n");
+        "  -w, --workspace DIR  the workspace to judge against (default: the\n"
+        "                       policy's workspace key, else the current directory)\n"
+        "  -h, --help           this text\n"
+        "  -V, --version        print the version\n"
+        "Exit 2 on bad usage or a target that cannot be judged.\n", stdout);
+    exit(0);
+}
+
+/* The options of a command: --help, and --workspace where WORKSPACE is
+ * not NULL.  Returns the index of the first operand.  '+': the operands
+ * are file names and command lines, never options, from the first on. */
+static int parse_options(int argc, char **argv, const char **workspace)
+{
+    static const struct option longopts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "workspace", required_argument, NULL, 'w' },
+        { NULL, 0, NULL, 0 },
+    };
+    static const struct option help_only[] = {
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, workspace ? "+hw:" : "+h",
+                            workspace ? longopts : help_only, NULL)) != -1) {
+        switch (c) {
+        case 'h': help();
+        case 'w': *workspace = optarg; break;
+        default: usage();
+        }
+    }
+    return optind;
 }
 
 static int cmd_check(int argc, char **argv)
 {
     int rc = 0;
-    if (argc < 1) {
-        usage(stderr);
-        return 2;
+    int first = parse_options(argc, argv, NULL);
+    if (first >= argc) {
+        warnx("check: no FILE given");
+        usage();
     }
-    for (int i = 0; i < argc; i++) {
+    for (int i = first; i < argc; i++) {
         struct policy_diag diag;
         struct policy *p = policy_load(argv[i], NULL, &diag);
         char line[1024];
@@ -218,45 +262,38 @@ static int cmd_explain(int argc, char **argv)
     struct policy_verdict v;
     char target[PATH_MAX], rule[1024];
     enum sbx_decision d;
-    int op;
+    struct policy *p = NULL;
+    int op, rc = EXIT_USAGE;
 
-    if (argc >= 2 && strcmp(argv[0], "--workspace") == 0) {
-        opt.workspace = argv[1];
-        argc -= 2;
-        argv += 2;
-    } else if (argc >= 1 && strncmp(argv[0], "--workspace=", 12) == 0) {
-        opt.workspace = argv[0] + 12;
-        argc--;
-        argv++;
-    }
+    int first = parse_options(argc, argv, &opt.workspace);
+    argc -= first;
+    argv += first;
     if (argc != 3) {
-        usage(stderr);
-        return 2;
+        warnx("explain: %s", argc < 3 ? "give FILE, OP and TARGET" : "more than FILE, OP and TARGET");
+        usage();
     }
     if ((op = sbx_op_parse(argv[1])) < 0 || sbx_op_class(op) == SBX_CLASS_LIFECYCLE) {
         warnx("%s: not an operation the policy decides (see --help)", argv[1]);
-        return 2;
+        goto out;
     }
-    struct policy *p = policy_load(argv[0], &opt, &diag);
+    p = policy_load(argv[0], &opt, &diag);
     if (p == NULL) {
         for (unsigned k = 0; k < diag.count && k < POLICY_DIAG_MAX; k++)
             fprintf(stderr, "%s\n", diag.msg[k]);
         if (diag.count == 0)
             warn("%s", argv[0]);
-        return 2;
+        goto out;
     }
     switch (sbx_op_class(op)) {
     case SBX_CLASS_EXEC: {
         char store[8192], *words[256], prog[PATH_MAX];
         if (strlen(argv[2]) >= sizeof(store) || split(argv[2], store, words, 256) <= 0) {
             warnx("%s: not a command line", argv[2]);
-            policy_free(p);
-            return 2;
+            goto out;
         }
         if (find_program(p, words[0], prog, sizeof(prog)) < 0) {
             warn("%s", words[0]);
-            policy_free(p);
-            return 2;
+            goto out;
         }
         d = policy_decide_exec(p, prog, words, &v);
         snprintf(target, sizeof(target), "%s", prog);
@@ -272,8 +309,7 @@ static int cmd_explain(int argc, char **argv)
             if (policy_path_expand(p, t + 5, exp, sizeof(exp)) < 0 ||
                 policy_path_resolve("/", exp, false, target, sizeof(target)) < 0) {
                 warn("%s", t);
-                policy_free(p);
-                return 2;
+                goto out;
             }
             snprintf(buf, sizeof(buf), "unix:%s", target);
             t = buf;
@@ -281,8 +317,7 @@ static int cmd_explain(int argc, char **argv)
         if (policy_decide_net_text(p, op, t, &v) < 0) {
             warnx("%s: not a network target (write host:port, ip:port, [v6]:port or unix:/path)",
                   argv[2]);
-            policy_free(p);
-            return 2;
+            goto out;
         }
         d = v.decision;
         strlcpy(target, t, sizeof(target));
@@ -296,8 +331,7 @@ static int cmd_explain(int argc, char **argv)
         if (policy_path_expand(p, argv[2], exp, sizeof(exp)) < 0 ||
             policy_path_resolve("/", exp, nofollow, target, sizeof(target)) < 0) {
             warn("%s", argv[2]);
-            policy_free(p);
-            return 2;
+            goto out;
         }
         d = policy_decide_path(p, op, target, &v);
         printf("%s %s %s\n", sbx_decision_name(v.audit ? SBX_DENY : d), argv[1], target);
@@ -317,25 +351,38 @@ static int cmd_explain(int argc, char **argv)
     if (v.audit)
         printf("  mode:   audit: the call is allowed and recorded as a would-be denial\n");
     print_layers(p, op, target, &v, v.audit || d == SBX_DENY);
+    rc = d == SBX_DENY ? 1 : 0;
+out:
     policy_free(p);
-    return d == SBX_DENY ? 1 : 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        usage(stdout);
-        return 0;
+    static const struct option longopts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': help();
+        case 'V': printf("sbx-policy %s\n", SBX_VERSION); return 0;
+        default: usage();
+        }
     }
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (strcmp(argv[1], "check") == 0)
-        return cmd_check(argc - 2, argv + 2);
-    if (strcmp(argv[1], "explain") == 0)
-        return cmd_explain(argc - 2, argv + 2);
-    warnx("%s: unknown command", argv[1]);
-    usage(stderr);
-    return 2;
+    if (optind >= argc)
+        usage();
+    const char *cmd = argv[optind];
+    /* Each command parses from its own name on: a fresh getopt. */
+    argc -= optind;
+    argv += optind;
+    optind = 0;
+    if (strcmp(cmd, "check") == 0)
+        return cmd_check(argc, argv);
+    if (strcmp(cmd, "explain") == 0)
+        return cmd_explain(argc, argv);
+    warnx("%s: unknown command", cmd);
+    usage();
 }
