@@ -63,6 +63,8 @@ int main(int argc, char **argv)
     int64_t retain = 0;
     uint64_t ms;
     int c;
+    /* getopt's messages begin with argv[0]: the name err(3) uses too. */
+    argv[0] = program_invocation_short_name;
     while ((c = getopt_long(argc, argv, "r:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':

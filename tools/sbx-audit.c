@@ -91,6 +91,11 @@ enum { TAKES_NOTHING, TAKES_AGENT, TAKES_FILTERS };
 
 static void parse_options(int argc, char **argv, int takes, struct opts *o)
 {
+    /* getopt's messages begin with ARGV[0]: the program's name, as err(3)'s
+     * do, not the command's. */
+    const char *cmd = argv[0];
+    argv[0] = program_invocation_short_name;
+
     static const struct option all[] = {
         { "help", no_argument, NULL, 'h' },
         { "agent", required_argument, NULL, 'a' },
@@ -162,7 +167,7 @@ static void parse_options(int argc, char **argv, int takes, struct opts *o)
         }
     }
     if (optind < argc) {
-        warnx("%s: unexpected argument '%s'", argv[0], argv[optind]);
+        warnx("%s: unexpected argument '%s'", cmd, argv[optind]);
         usage();
     }
 }
@@ -456,6 +461,8 @@ int main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     int c;
+    /* getopt's messages begin with argv[0]: the name err(3) uses too. */
+    argv[0] = program_invocation_short_name;
     /* '+': the options before the command are sbx-audit's own; the
      * command's are parsed by the command. */
     while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {

@@ -23,8 +23,8 @@
  * timeout, and the seccomp supervisor's notifications; records `exit`; and
  * exits with the agent's status (128+N for signal N).
  */
+#include <err.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
@@ -53,20 +53,30 @@
 #include "isolate.h"
 #include "paths.h"
 #include "policy.h"
+#include "version.h"
 
-#define EXIT_GUARD_FAILED 125   /* CONTRACT.md: sbx-guard itself failed */
+#define EXIT_GUARD_FAILED 125   /* CONTRACT.md: sbx-guard itself failed, bad usage too */
 #define EXIT_DENIED       126   /* the policy denies running the command */
+#define EXIT_NOT_FOUND    127   /* the command is not there (as the shell says it) */
 
 extern char **environ;
 
-static const char *progname = "sbx-guard";
-
-static void usage(FILE *f)
-{
-    fprintf(f,
+static const char synopsis[] =
 "usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
 "                 [--isolation auto|none|native|bwrap] [--notify | --no-notify]\n"
 "                 [--print-isolation] -- COMMAND [ARG...]\n"
+"       sbx-guard --help | --version\n";
+
+static void __attribute__((noreturn)) usage(void)
+{
+    fputs(synopsis, stderr);
+    exit(EXIT_GUARD_FAILED);
+}
+
+static void __attribute__((noreturn)) help(void)
+{
+    fputs(synopsis, stdout);
+    fputs(
 "\n"
 "Runs COMMAND under the policy: every file open, program start and connection\n"
 "of COMMAND and its children is decided by the policy and recorded by sbx-auditd.\n"
@@ -83,23 +93,13 @@ static void usage(FILE *f)
 "      --no-notify       do not\n"
 "      --print-isolation show what would be set up, and exit\n"
 "  -h, --help            this text\n"
+"  -V, --version         print the version\n"
 "\n"
+"Options take their value as --opt VALUE or --opt=VALUE.\n"
 "Exit status: the agent's; 128+N if it died of signal N (137 when killed);\n"
 "125 if sbx-guard failed (bad policy, arguments, no isolation where required);\n"
-"126 if the policy denies running COMMAND.\n");
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", progname);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(EXIT_GUARD_FAILED);
+"126 if the policy denies running COMMAND; 127 if COMMAND is not found.\n", stdout);
+    exit(0);
 }
 
 struct opts {
@@ -121,13 +121,24 @@ static void parse_args(int argc, char **argv, struct opts *o)
         { "no-notify", no_argument, NULL, 'Q' },
         { "print-isolation", no_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     *o = (struct opts){ .isolation = ISO_AUTO, .notify = -1 };
-    int c;
+    int c, li = -1;
     /* '+': stop at the first non-option, so the agent's own options are
      * never taken for ours even without "--". */
-    while ((c = getopt_long(argc, argv, "+p:n:w:i:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+p:n:w:i:hV", longopts, &li)) != -1) {
+        /* "--policy -- COMMAND" forgot the value: getopt would take "--"
+         * for it, and COMMAND for the end of our options. */
+        if (optarg && strcmp(optarg, "--") == 0) {
+            if (li >= 0)
+                warnx("option '--%s' requires an argument", longopts[li].name);
+            else
+                warnx("option requires an argument -- '%c'", c);
+            usage();
+        }
+        li = -1;
         switch (c) {
         case 'p': o->policy = optarg; break;
         case 'n': o->name = optarg; break;
@@ -135,29 +146,30 @@ static void parse_args(int argc, char **argv, struct opts *o)
         case 'i': {
             int m = iso_mode_parse(optarg);
             if (m < 0)
-                die("--isolation: '%s' is not one of auto, none, native, bwrap", optarg);
+                errx(EXIT_GUARD_FAILED,
+                     "--isolation: '%s' is not one of auto, none, native, bwrap", optarg);
             o->isolation = (enum iso_mode)m;
             break;
         }
         case 'N': o->notify = 1; break;
         case 'Q': o->notify = 0; break;
         case 'P': o->print_isolation = true; break;
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); exit(EXIT_GUARD_FAILED);
+        case 'h': help();
+        case 'V': printf("sbx-guard %s\n", SBX_VERSION); exit(0);
+        default: usage();
         }
     }
     if (optind >= argc && !o->print_isolation) {
-        fprintf(stderr, "%s: no command given\n", progname);
-        usage(stderr);
-        exit(EXIT_GUARD_FAILED);
+        warnx("no command given");
+        usage();
     }
     o->cmd = argv + optind;
     if (o->name) {
         size_t n = strlen(o->name);
         if (n == 0 || n > 64 || strspn(o->name, "abcdefghijklmnopqrstuvwxyz"
                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
-            die("--name: '%s' must be 1-64 characters of letters, digits, '.', '_', '-'",
-                o->name);
+            errx(EXIT_GUARD_FAILED,
+                 "--name: '%s' must be 1-64 characters of letters, digits, '.', '_', '-'", o->name);
     }
 }
 
@@ -181,7 +193,8 @@ static const char *choose_policy(const char *given, char *buf, size_t bufsz)
                 return buf;
         }
     }
-    die("no --policy given, no ./.sbx.yaml, and the shipped default.yaml is not installed");
+    errx(EXIT_GUARD_FAILED, "no --policy given, no ./.sbx.yaml, and the shipped default.yaml "
+         "is not installed");
 }
 
 static int find_preload(char *out, size_t outsz)
@@ -270,13 +283,13 @@ static void default_name(const char *cmd, char *out, size_t outsz)
  * only a warning. */
 static int write_policy_image(struct policy *p, const char *origin, const char *image)
 {
-    char err[512] = "out of memory";
+    char why[512] = "out of memory";
     int rc = policy_set_display_path(p, origin);
     if (rc == 0)
-        rc = policy_image_save(p, image, err, sizeof err);
+        rc = policy_image_save(p, image, why, sizeof why);
     if (rc < 0)
-        fprintf(stderr, "%s: warning: no compiled policy for the agent (%s); every process "
-                "of it loads the policy itself\n", progname, err);
+        warnx("warning: no compiled policy for the agent (%s); every process of it loads "
+              "the policy itself", why);
     return rc;
 }
 
@@ -294,17 +307,17 @@ static void write_policy_copy(const char *src, const char *dst, const char *want
 {
     FILE *in = fopen(src, "rb");
     if (!in)
-        die("%s: %s", src, strerror(errno));
+        err(EXIT_GUARD_FAILED, "%s", src);
     int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
     if (fd < 0)
-        die("%s: %s", dst, strerror(errno));
+        err(EXIT_GUARD_FAILED, "%s", dst);
     char buf[65536];
     size_t n, total = 0;
     char *all = NULL;
     while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
         char *na = realloc(all, total + n);
         if (!na)
-            die("out of memory");
+            errx(EXIT_GUARD_FAILED, "out of memory");
         all = na;
         memcpy(all + total, buf, n);
         total += n;
@@ -314,15 +327,17 @@ static void write_policy_copy(const char *src, const char *dst, const char *want
     SHA256Data((const uint8_t *)(all ? all : ""), total, sha);
     if (strcmp(sha, want_sha) != 0) {
         unlink(dst);
-        die("%s changed while it was being loaded; try again", src);
+        errx(EXIT_GUARD_FAILED, "%s changed while it was being loaded; try again", src);
     }
     if (total && write(fd, all, total) != (ssize_t)total) {
+        int e = errno;
         unlink(dst);
-        die("%s: %s", dst, strerror(errno));
+        errno = e;
+        err(EXIT_GUARD_FAILED, "%s", dst);
     }
     free(all);
     if (close(fd) < 0)
-        die("%s: %s", dst, strerror(errno));
+        err(EXIT_GUARD_FAILED, "%s", dst);
 }
 
 /* ---- supervision ----------------------------------------------------------- */
@@ -343,8 +358,7 @@ static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
      * process's exec) would wait for that round trip too.  The daemon keeps
      * the connection's order, so the row still comes before the exit's. */
     if (g->ctl >= 0 && sbx_ctl_event_async(g->ctl, ev) < 0)
-        fprintf(stderr, "%s: could not record a supervisor event: %s\n",
-                progname, strerror(errno));
+        warn("could not record a supervisor event");
 }
 
 /* Ends every process of the agent: the whole pid namespace when there is one
@@ -367,8 +381,7 @@ static void record(struct guard *g, enum sbx_op op, enum sbx_decision d,
         .target = target, .reason = reason,
     };
     if (g->ctl >= 0 && sbx_ctl_event(g->ctl, &ev) < 0)
-        fprintf(stderr, "%s: could not record %s: %s\n", progname,
-                sbx_op_name(op), strerror(errno));
+        warn("could not record %s", sbx_op_name(op));
 }
 
 static void handle_ctl(struct guard *g)
@@ -378,8 +391,7 @@ static void handle_ctl(struct guard *g)
     if (r == 0 || r < 0) {
         /* The daemon is gone.  The agent keeps running, but its preload can
          * no longer record, so it fails every guarded call closed. */
-        fprintf(stderr, "%s: lost the connection to sbx-auditd; the agent's "
-                "guarded calls will now fail\n", progname);
+        warnx("lost the connection to sbx-auditd; the agent's guarded calls will now fail");
         sbx_ctl_close(g->ctl);
         g->ctl = -1;
         return;
@@ -392,11 +404,11 @@ static void handle_ctl(struct guard *g)
             >= sizeof g->kill_detail)
             strlcpy(g->kill_detail + sizeof g->kill_detail - 4, "...", 4);
         snprintf(detail, sizeof detail, "killed %d process%s", n, n == 1 ? "" : "es");
-        fprintf(stderr, "%s: agent %s\n", progname, g->kill_detail);
+        warnx("agent %s", g->kill_detail);
         sbx_ctl_cmd_done(g->ctl, cmd.req_id, 0, detail);
     } else {
-        fprintf(stderr, "%s: agent soft-killed by %s: %s; its guarded calls now fail\n",
-                progname, cmd.by, cmd.reason[0] ? cmd.reason : "(no reason given)");
+        warnx("agent soft-killed by %s: %s; its guarded calls now fail", cmd.by,
+              cmd.reason[0] ? cmd.reason : "(no reason given)");
         sbx_ctl_cmd_done(g->ctl, cmd.req_id, 0, "guarded calls now fail with EPERM");
     }
 }
@@ -450,7 +462,7 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
             .tv_sec = (time_t)(timeout_ms / 1000),
             .tv_nsec = (long)(timeout_ms % 1000) * 1000000L } };
         if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0)
-            die("timerfd: %s", strerror(errno));
+            err(EXIT_GUARD_FAILED, "timerfd");
     }
     for (;;) {
         /* A command can arrive while a request of ours waits for its reply;
@@ -464,7 +476,7 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
         if (poll(pf, 4, -1) < 0) {
             if (errno == EINTR)
                 continue;
-            die("poll: %s", strerror(errno));
+            err(EXIT_GUARD_FAILED, "poll");
         }
         if (pf[0].revents & POLLIN) {
             struct signalfd_siginfo si;
@@ -500,174 +512,186 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
                      "killed by sbx-guard: timeout of %llu ms reached",
                      (unsigned long long)timeout_ms);
             record(g, SBX_OP_KILL, SBX_DENY, "timeout", g->kill_detail);
-            fprintf(stderr, "%s: agent %s\n", progname, g->kill_detail);
+            warnx("agent %s", g->kill_detail);
             hard_kill(g);
         }
     }
 }
 
-int main(int argc, char **argv)
-{
+/* ---- the run, step by step -------------------------------------------------- */
+
+/* What the set-up steps build, in their order; main releases it. */
+struct run {
     struct opts o;
-    parse_args(argc, argv, &o);
+    char rt_abs[PATH_MAX];      /* the runtime directory, resolved */
+    char db_abs[PATH_MAX];      /* the audit store, resolved */
+    char db_dir[PATH_MAX];      /* and its directory */
+    char policy_buf[PATH_MAX];
+    const char *policy_path;    /* as the user named it (or the default) */
+    struct policy *pol;
+    const struct policy_info *info;
+    char preload[PATH_MAX];
+    char name[80], run_id[64], token[128];
+    char *cmdline;              /* the command, argv joined by spaces */
+    char copy[PATH_MAX * 2];    /* the preload's private copy of the policy */
+    char image[PATH_MAX * 2 + 8];   /* its compiled image, "" if none */
+    char origin[PATH_MAX];      /* the policy's resolved path, for messages */
+    char **envp;                /* the agent's environment */
+};
 
-    char runtime_dir[PATH_MAX], audit_db[PATH_MAX], db_abs[PATH_MAX], db_dir[PATH_MAX];
+/* Where the store and the sockets are, resolved, so that "inside the
+ * workspace" compares like with like. */
+static void locate_state(struct run *r)
+{
+    char runtime_dir[PATH_MAX], audit_db[PATH_MAX];
     if (sbx_path_runtime_dir(runtime_dir, sizeof runtime_dir) < 0)
-        die("cannot find the runtime directory: %s", strerror(errno));
+        err(EXIT_GUARD_FAILED, "cannot find the runtime directory");
     if (sbx_path_audit_db(audit_db, sizeof audit_db) < 0)
-        die("cannot find the audit store: %s", strerror(errno));
+        err(EXIT_GUARD_FAILED, "cannot find the audit store");
     if (sbx_mkdir_p(runtime_dir, 0700) < 0)
-        die("%s: %s", runtime_dir, strerror(errno));
-    char rt_abs[PATH_MAX];
-    resolve_loose(runtime_dir, rt_abs, sizeof rt_abs);
-    resolve_loose(audit_db, db_abs, sizeof db_abs);
-    strlcpy(db_dir, db_abs, sizeof db_dir);
-    char *slash = strrchr(db_dir, '/');
-    if (slash && slash != db_dir)
+        err(EXIT_GUARD_FAILED, "%s", runtime_dir);
+    resolve_loose(runtime_dir, r->rt_abs, sizeof r->rt_abs);
+    resolve_loose(audit_db, r->db_abs, sizeof r->db_abs);
+    strlcpy(r->db_dir, r->db_abs, sizeof r->db_dir);
+    char *slash = strrchr(r->db_dir, '/');
+    if (slash && slash != r->db_dir)
         *slash = '\0';
+}
 
-    /* 1. The policy.  sbx's own store and sockets are protected whatever
-     * the policy says. */
-    char defbuf[PATH_MAX];
-    const char *policy_path = choose_policy(o.policy, defbuf, sizeof defbuf);
+/* 1. The policy, with sbx's own store and sockets protected whatever it
+ * says.  Every error of it is printed; then nothing starts. */
+static void load_policy(struct run *r)
+{
+    r->policy_path = choose_policy(r->o.policy, r->policy_buf, sizeof r->policy_buf);
     char ws_abs[PATH_MAX];
-    if (o.workspace && !realpath(o.workspace, ws_abs))
-        die("--workspace %s: %s", o.workspace, strerror(errno));
-    const char *protect[] = { rt_abs, db_dir, NULL };
+    if (r->o.workspace && !realpath(r->o.workspace, ws_abs))
+        err(EXIT_GUARD_FAILED, "--workspace %s", r->o.workspace);
+    const char *protect[] = { r->rt_abs, r->db_dir, NULL };
     struct policy_options popt = {
-        .workspace = o.workspace ? ws_abs : NULL,
-        .display_path = policy_path,
+        .workspace = r->o.workspace ? ws_abs : NULL,
+        .display_path = r->policy_path,
         .protect = protect,
     };
     struct policy_diag diag = { 0 };
-    struct policy *pol = policy_load(policy_path, &popt, &diag);
-    if (!pol) {
+    r->pol = policy_load(r->policy_path, &popt, &diag);
+    if (!r->pol) {
         unsigned shown = diag.count < POLICY_DIAG_MAX ? diag.count : POLICY_DIAG_MAX;
         for (unsigned i = 0; i < shown; i++)
             fprintf(stderr, "%s\n", diag.msg[i]);
         if (diag.count > shown)
             fprintf(stderr, "... and %u more errors\n", diag.count - shown);
         if (diag.count == 0)
-            fprintf(stderr, "%s: %s: cannot load the policy\n", progname, policy_path);
-        fprintf(stderr, "%s: not starting the agent: the policy has errors\n", progname);
-        return EXIT_GUARD_FAILED;
+            warnx("%s: cannot load the policy", r->policy_path);
+        errx(EXIT_GUARD_FAILED, "not starting the agent: the policy has errors");
     }
-    const struct policy_info *info = policy_info(pol);
+    r->info = policy_info(r->pol);
+}
 
-    /* 2. The record must be out of the agent's reach. */
-    if (path_within(db_abs, info->workspace))
-        die("the audit store %s is inside the workspace %s; the agent could "
-            "rewrite its own record (set SBX_AUDIT_DB elsewhere)", db_abs, info->workspace);
-    if (path_within(rt_abs, info->workspace))
-        die("the runtime directory %s is inside the workspace %s (set "
-            "SBX_RUNTIME_DIR elsewhere)", rt_abs, info->workspace);
+/* 2. The record must be out of the agent's reach. */
+static void check_out_of_reach(const struct run *r)
+{
+    if (path_within(r->db_abs, r->info->workspace))
+        errx(EXIT_GUARD_FAILED, "the audit store %s is inside the workspace %s; the agent "
+             "could rewrite its own record (set SBX_AUDIT_DB elsewhere)",
+             r->db_abs, r->info->workspace);
+    if (path_within(r->rt_abs, r->info->workspace))
+        errx(EXIT_GUARD_FAILED, "the runtime directory %s is inside the workspace %s (set "
+             "SBX_RUNTIME_DIR elsewhere)", r->rt_abs, r->info->workspace);
+}
 
-    char preload[PATH_MAX];
-    if (find_preload(preload, sizeof preload) < 0)
-        die("cannot find libsbx-preload.so next to %s (../lib or ../lib/sbx)", argv[0]);
-
-    struct guard g = { .ctl = -1 };
-    g.child.notify_fd = -1;
-    g.req = (struct iso_request){
-        .policy = pol, .mode = o.isolation, .workspace = info->workspace,
-        .runtime_dir = rt_abs, .audit_db = db_abs, .preload = preload,
-    };
-
-    if (o.print_isolation) {
-        char *const none[] = { NULL };
-        g.req.argv = o.cmd[0] ? o.cmd : none;
-        g.req.envp = environ;
-        g.req.policy_copy = policy_path;
-        return iso_print(&g.req, stdout) < 0 ? EXIT_GUARD_FAILED : 0;
-    }
-
-    /* 3. Register: the durable start row, the run id and the ring token. */
-    char err[512], run_id[64], token[128], name[80];
-    if (o.name)
-        strlcpy(name, o.name, sizeof name);
+/* 3. Register: the durable start row, the run id and the ring token. */
+static void register_agent(struct run *r, struct guard *g)
+{
+    char why[512];
+    if (r->o.name)
+        strlcpy(r->name, r->o.name, sizeof r->name);
     else
-        default_name(o.cmd[0], name, sizeof name);
-    g.ctl = sbx_ctl_open(true, err, sizeof err);
-    if (g.ctl < 0)
-        die("cannot reach sbx-auditd: %s", err);
-    char *cmdline = join_argv(o.cmd);
-    if (!cmdline)
-        die("out of memory");
+        default_name(r->o.cmd[0], r->name, sizeof r->name);
+    g->ctl = sbx_ctl_open(true, why, sizeof why);
+    if (g->ctl < 0)
+        errx(EXIT_GUARD_FAILED, "cannot reach sbx-auditd: %s", why);
+    r->cmdline = join_argv(r->o.cmd);
+    if (!r->cmdline)
+        errx(EXIT_GUARD_FAILED, "out of memory");
     struct sbx_agent_reg reg = {
-        .name = name, .policy_name = info->name, .policy_sha256 = info->sha256,
-        .policy_file = info->file, .workspace = info->workspace, .command = cmdline,
-        .layers = iso_mode_name(o.isolation), .guard_pid = getpid(),
+        .name = r->name, .policy_name = r->info->name, .policy_sha256 = r->info->sha256,
+        .policy_file = r->info->file, .workspace = r->info->workspace,
+        .command = r->cmdline, .layers = iso_mode_name(r->o.isolation),
+        .guard_pid = getpid(),
     };
-    if (sbx_ctl_register(g.ctl, &reg, run_id, sizeof run_id, token, sizeof token,
-                         err, sizeof err) < 0)
-        die("cannot register agent '%s': %s", name, err);
+    if (sbx_ctl_register(g->ctl, &reg, r->run_id, sizeof r->run_id, r->token,
+                         sizeof r->token, why, sizeof why) < 0)
+        errx(EXIT_GUARD_FAILED, "cannot register agent '%s': %s", r->name, why);
+}
 
-    /* 4. The preload's private copy of the policy. */
-    char agents_dir[PATH_MAX + 16], copy[PATH_MAX * 2], image[PATH_MAX * 2 + 8];
-    snprintf(agents_dir, sizeof agents_dir, "%s/agents", rt_abs);
+/* 4. The preload's private copy of the policy, and its compiled image. */
+static void write_copies(struct run *r, struct guard *g)
+{
+    char agents_dir[PATH_MAX + 16];
+    snprintf(agents_dir, sizeof agents_dir, "%s/agents", r->rt_abs);
     if (sbx_mkdir_p(agents_dir, 0700) < 0)
-        die("%s: %s", agents_dir, strerror(errno));
-    snprintf(copy, sizeof copy, "%s/%s.yaml", agents_dir, run_id);
-    write_policy_copy(policy_path, copy, info->sha256);
-    g.req.policy_copy = copy;
-    char origin[PATH_MAX];
-    resolve_loose(policy_path, origin, sizeof origin);
-    snprintf(image, sizeof image, "%s%s", copy, SBX_POLICY_IMAGE_SUFFIX);
-    if (write_policy_image(pol, origin, image) == 0)
-        g.req.policy_image = image;
+        err(EXIT_GUARD_FAILED, "%s", agents_dir);
+    snprintf(r->copy, sizeof r->copy, "%s/%s.yaml", agents_dir, r->run_id);
+    write_policy_copy(r->policy_path, r->copy, r->info->sha256);
+    g->req.policy_copy = r->copy;
+    resolve_loose(r->policy_path, r->origin, sizeof r->origin);
+    snprintf(r->image, sizeof r->image, "%s%s", r->copy, SBX_POLICY_IMAGE_SUFFIX);
+    if (write_policy_image(r->pol, r->origin, r->image) == 0)
+        g->req.policy_image = r->image;
     else
-        image[0] = '\0';
+        r->image[0] = '\0';
+}
 
-    /* 5. The agent's environment. */
+/* 5. The agent's environment: env.pass, env.set, the preload's variables. */
+static void build_env(struct run *r)
+{
     struct guard_env_vars vars = {
-        .preload = preload, .policy_copy = copy, .policy_origin = origin,
-        .workspace = info->workspace, .home = info->home,
-        .runtime_dir = rt_abs, .audit_db = db_abs,
-        .agent = name, .agent_id = run_id, .agent_token = token,
-        .notify = o.notify < 0 ? isatty(STDERR_FILENO) : o.notify,
+        .preload = r->preload, .policy_copy = r->copy, .policy_origin = r->origin,
+        .workspace = r->info->workspace, .home = r->info->home,
+        .runtime_dir = r->rt_abs, .audit_db = r->db_abs,
+        .agent = r->name, .agent_id = r->run_id, .agent_token = r->token,
+        .notify = r->o.notify < 0 ? isatty(STDERR_FILENO) : r->o.notify,
     };
-    char **envp = guard_env_build(pol, environ, &vars);
-    if (!envp)
-        die("out of memory");
+    r->envp = guard_env_build(r->pol, environ, &vars);
+    if (!r->envp)
+        errx(EXIT_GUARD_FAILED, "out of memory");
+}
 
+/* 6, 7 and the supervision: decides the agent's own command, starts it
+ * under the kernel layer and waits for it.  Returns the exit status for
+ * sbx-guard, with DETAIL saying what happened for the exit row. */
+static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
+{
     /* 6. The agent's own command is an exec like any other. */
-    char prog[PATH_MAX];
-    int exit_code;
-    char detail[1024];
-    if (guard_find_program(o.cmd[0], envp, prog, sizeof prog) < 0) {
-        snprintf(detail, sizeof detail, "cannot run %s: %s", o.cmd[0], strerror(errno));
-        fprintf(stderr, "%s: %s\n", progname, detail);
-        sbx_ctl_exit(g.ctl, 127, detail);
-        remove_copies(copy, image);
-        return 127;
+    char prog[PATH_MAX], prog_real[PATH_MAX];
+    if (guard_find_program(r->o.cmd[0], r->envp, prog, sizeof prog) < 0) {
+        snprintf(detail, dsz, "cannot run %s: %s", r->o.cmd[0], strerror(errno));
+        warnx("%s", detail);
+        return EXIT_NOT_FOUND;
     }
-    char prog_real[PATH_MAX];
     resolve_loose(prog, prog_real, sizeof prog_real);
     struct policy_verdict v;
-    if (policy_decide_exec(pol, prog_real, o.cmd, &v) == SBX_DENY) {
+    if (policy_decide_exec(r->pol, prog_real, r->o.cmd, &v) == SBX_DENY) {
         char rule[512];
         policy_rule_format(v.rule, rule, sizeof rule);
         struct sbx_event_desc ev = {
             .op = SBX_OP_EXEC, .decision = SBX_DENY, .layer = SBX_LAYER_SBX,
-            .err = EACCES, .target = prog_real, .target2 = cmdline,
+            .err = EACCES, .target = prog_real, .target2 = r->cmdline,
             .rule = rule, .reason = v.reason,
         };
-        sbx_ctl_event(g.ctl, &ev);
-        fprintf(stderr, "%s: denied exec %s (%s)\n", progname, cmdline, rule);
-        snprintf(detail, sizeof detail, "not started: the policy denies the command");
-        sbx_ctl_exit(g.ctl, EXIT_DENIED, detail);
-        remove_copies(copy, image);
+        sbx_ctl_event(g->ctl, &ev);
+        warnx("denied exec %s (%s)", r->cmdline, rule);
+        snprintf(detail, dsz, "not started: the policy denies the command");
         return EXIT_DENIED;
     }
-    char **argv_abs = o.cmd;
-    g.req.argv = argv_abs;
-    g.req.envp = envp;
+    g->req.argv = r->o.cmd;
+    g->req.envp = r->envp;
 
     /* 7. Orphans come to us, so a kill can find them; relayed signals are
      * taken through a signalfd (blocked here, unblocked in the child by
      * iso_spawn). */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-        die("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+        err(EXIT_GUARD_FAILED, "PR_SET_CHILD_SUBREAPER");
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -676,56 +700,90 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGQUIT);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-        die("sigprocmask: %s", strerror(errno));
+        err(EXIT_GUARD_FAILED, "sigprocmask");
     int sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (sigfd < 0)
-        die("signalfd: %s", strerror(errno));
+        err(EXIT_GUARD_FAILED, "signalfd");
 
     /* iso_spawn execs PROG, not argv[0]: the program that was decided is the
      * program that runs. */
-    char *argv0 = argv_abs[0];
-    argv_abs[0] = prog_real;
-    int rc = iso_spawn(&g.req, &g.child, err, sizeof err);
-    argv_abs[0] = argv0;
+    char why[512];
+    char *argv0 = r->o.cmd[0];
+    r->o.cmd[0] = prog_real;
+    int rc = iso_spawn(&g->req, &g->child, why, sizeof why);
+    r->o.cmd[0] = argv0;
     if (rc < 0) {
-        fprintf(stderr, "%s: cannot start the agent: %s\n", progname, err);
-        snprintf(detail, sizeof detail, "not started: %s", err);
-        sbx_ctl_exit(g.ctl, EXIT_GUARD_FAILED, detail);
-        remove_copies(copy, image);
+        warnx("cannot start the agent: %s", why);
+        snprintf(detail, dsz, "not started: %s", why);
         return EXIT_GUARD_FAILED;
     }
-    snprintf(detail, sizeof detail, "isolation %s: layers %s",
-             iso_mode_name(o.isolation), g.child.layers);
-    record(&g, SBX_OP_START, SBX_ALLOW, cmdline, detail);
-    if (strcmp(g.child.layers, "guard") == 0)
-        fprintf(stderr, "%s: WARNING: isolation none: only the in-process guard is "
-                "active; a static binary or a raw system call is not stopped\n", progname);
+    snprintf(detail, dsz, "isolation %s: layers %s", iso_mode_name(r->o.isolation),
+             g->child.layers);
+    record(g, SBX_OP_START, SBX_ALLOW, r->cmdline, detail);
+    if (strcmp(g->child.layers, "guard") == 0)
+        warnx("WARNING: isolation none: only the in-process guard is active; a static "
+              "binary or a raw system call is not stopped");
     else
-        fprintf(stderr, "%s: agent %s (run %s): %s\n", progname, name, run_id, detail);
-    give_terminal(&g);
+        warnx("agent %s (run %s): %s", r->name, r->run_id, detail);
+    give_terminal(g);
 
-    int status = supervise(&g, sigfd, info->limits.timeout_ms);
+    int status = supervise(g, sigfd, r->info->limits.timeout_ms);
     /* With a pid namespace the child is the sandbox's init: the agent's
      * own wait status (a signal, not 128+N) comes from it. */
-    status = iso_child_status(&g.child, status);
-    take_terminal_back(&g);
+    status = iso_child_status(&g->child, status);
+    take_terminal_back(g);
     /* What the agent left running dies with it: it was running under the
      * agent's registration, which ends now. */
-    guard_kill_descendants(g.child.pid, 100);
+    guard_kill_descendants(g->child.pid, 100);
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
-
-    exit_code = exit_code_of(status, detail, sizeof detail);
-    if (g.killed && g.kill_detail[0]) {
-        strlcat(detail, "; ", sizeof detail);
-        strlcat(detail, g.kill_detail, sizeof detail);
+    int code = exit_code_of(status, detail, dsz);
+    if (g->killed && g->kill_detail[0]) {
+        strlcat(detail, "; ", dsz);
+        strlcat(detail, g->kill_detail, dsz);
     }
-    if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, exit_code, detail) < 0)
-        fprintf(stderr, "%s: could not record the agent's exit: %s\n", progname,
-                strerror(errno));
-    remove_copies(copy, image);
-    guard_env_free(envp);
-    free(cmdline);
-    policy_free(pol);
-    return exit_code;
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    struct run r = { 0 };
+    struct guard g = { .ctl = -1, .child.notify_fd = -1 };
+    /* getopt's messages begin with argv[0]: the name err(3) uses too. */
+    const char *invoked_as = argv[0];
+    argv[0] = program_invocation_short_name;
+    parse_args(argc, argv, &r.o);
+    locate_state(&r);
+    load_policy(&r);
+    check_out_of_reach(&r);
+    if (find_preload(r.preload, sizeof r.preload) < 0)
+        errx(EXIT_GUARD_FAILED, "cannot find libsbx-preload.so next to %s (../lib or ../lib/sbx)",
+             invoked_as);
+    g.req = (struct iso_request){
+        .policy = r.pol, .mode = r.o.isolation, .workspace = r.info->workspace,
+        .runtime_dir = r.rt_abs, .audit_db = r.db_abs, .preload = r.preload,
+    };
+    if (r.o.print_isolation) {
+        char *const none[] = { NULL };
+        g.req.argv = r.o.cmd[0] ? r.o.cmd : none;
+        g.req.envp = environ;
+        g.req.policy_copy = r.policy_path;
+        return iso_print(&g.req, stdout) < 0 ? EXIT_GUARD_FAILED : 0;
+    }
+    register_agent(&r, &g);
+    write_copies(&r, &g);
+    build_env(&r);
+
+    char detail[1024];
+    int code = run_agent(&r, &g, detail, sizeof detail);
+
+    /* Every registered run ends here, started or not: its exit row, then
+     * the preload's copies go (the run id in their names is spent). */
+    if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, code, detail) < 0)
+        warn("could not record the agent's exit");
+    remove_copies(r.copy, r.image);
+    guard_env_free(r.envp);
+    free(r.cmdline);
+    policy_free(r.pol);
+    return code;
 }

@@ -13,6 +13,7 @@
  * 2 usage.
  */
 #include <err.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -67,6 +68,8 @@ int main(int argc, char **argv)
     const char *name = NULL, *reason = NULL;
     bool all = false, soft = false;
     int c;
+    /* getopt's messages begin with argv[0]: the name err(3) uses too. */
+    argv[0] = program_invocation_short_name;
     while ((c = getopt_long(argc, argv, "r:sahV", longopts, NULL)) != -1) {
         switch (c) {
         case 'r': reason = optarg; break;

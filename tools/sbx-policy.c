@@ -66,6 +66,9 @@ static void __attribute__((noreturn)) help(void)
  * are file names and command lines, never options, from the first on. */
 static int parse_options(int argc, char **argv, const char **workspace)
 {
+    /* getopt's messages begin with ARGV[0]: the program's name, as err(3)'s
+     * do, not the command's. */
+    argv[0] = program_invocation_short_name;
     static const struct option longopts[] = {
         { "help", no_argument, NULL, 'h' },
         { "workspace", required_argument, NULL, 'w' },
@@ -365,6 +368,7 @@ int main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     int c;
+    argv[0] = program_invocation_short_name;     /* as in getopt's messages */
     while ((c = getopt_long(argc, argv, "+hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'h': help();
