@@ -5,6 +5,7 @@
  * and carries out kills.  Usually started on demand by sbx_ctl_open().
  *
  *   sbx-auditd [--retain DURATION]
+ *   sbx-auditd --help | --version
  *
  * Exit 0 after SIGTERM or when another daemon already runs, 1 when it
  * cannot start, 2 bad usage (sbx-auditd(8)).
@@ -28,27 +29,31 @@
 
 #define EXIT_USAGE 2
 
+static const char synopsis[] =
+    "usage: sbx-auditd [--retain DURATION]\n"
+    "       sbx-auditd --help | --version\n";
+
 static void __attribute__((noreturn)) usage(void)
 {
-    fprintf(stderr, "usage: sbx-auditd [--retain DURATION]\n");
+    fputs(synopsis, stderr);
     exit(EXIT_USAGE);
 }
 
 static void __attribute__((noreturn)) help(void)
 {
-    printf("usage: sbx-auditd [--retain DURATION]\n"
-           "\n"
-           "The sbx audit daemon: stores the agents' events in the audit store and\n"
-           "carries out kills.  Usually started on demand by sbx-guard.\n"
-           "\n"
-           "  -r, --retain DURATION  delete events older than DURATION at start and\n"
-           "                         hourly; DURATION is a number with ms, s, m, h or\n"
-           "                         d, combinable (30d, 12h, 1h30m)\n"
-           "  -h, --help             this text\n"
-           "  -V, --version          print the version\n"
-           "\n"
-           "Exit 0 after SIGTERM or when another daemon already runs, 1 when it\n"
-           "cannot start, 2 bad usage.\n");
+    fputs(synopsis, stdout);
+    fputs("\n"
+          "The sbx audit daemon: stores the agents' events in the audit store and\n"
+          "carries out kills.  Usually started on demand by sbx-guard.\n"
+          "\n"
+          "  -r, --retain DURATION  delete events older than DURATION at start and\n"
+          "                         hourly; DURATION is a number with ms, s, m, h or\n"
+          "                         d, combinable (30d, 12h, 1h30m)\n"
+          "  -h, --help             this text\n"
+          "  -V, --version          print the version\n"
+          "\n"
+          "Exit 0 after SIGTERM or when another daemon already runs, 1 when it\n"
+          "cannot start, 2 bad usage.\n", stdout);
     exit(0);
 }
 

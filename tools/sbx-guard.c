@@ -63,7 +63,7 @@ extern char **environ;
 
 static const char synopsis[] =
 "usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
-"                 [--isolation auto|none|native|bwrap] [--notify | --no-notify]\n"
+"                 [--isolation auto|none|native|bwrap] [--notify|--no-notify]\n"
 "                 [--print-isolation] -- COMMAND [ARG...]\n"
 "       sbx-guard --help | --version\n";
 

@@ -73,6 +73,57 @@ sbx-auditd --retain --retain
 EOF2
 }
 
+# synopsis_of_man PAGE: the SYNOPSIS of a man page as plain text, one
+# synopsis a line, spaces folded (roff's font macros: .B and .I join their
+# words with spaces, .BR, .RB, .IR, .RI, .BI, .IB alternate fonts without).
+synopsis_of_man() {
+    python3 - "$1" <<'PY'
+import re, shlex, sys
+out, cur, on = [], [], False
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith(".SH"):
+        on = line.split(None, 1)[1].strip('"') == "SYNOPSIS"
+        continue
+    if not on:
+        continue
+    if line == ".br":
+        out.append(" ".join(cur)); cur = []
+        continue
+    m = re.match(r"\.(B|I|BR|RB|IR|RI|BI|IB)\s+(.*)", line)
+    if m:
+        args = shlex.split(m.group(2).replace("\\", "\\\\"))
+        text = (" " if m.group(1) in ("B", "I") else "").join(args)
+    else:
+        text = line
+    text = re.sub(r"\\f[BIRP]", "", text).replace("\\-", "-").replace('\\(dq', '"')
+    cur.append(text)
+out.append(" ".join(cur))
+for s in out:
+    print(" ".join(s.split()))
+PY
+}
+
+# synopsis_of_help TOOL: the usage lines of TOOL --help, one synopsis a line.
+synopsis_of_help() {
+    $1 --help | awk '
+        /^$/ { exit }
+        { sub(/^usage: /, ""); sub(/^ +/, "") }
+        /^sbx-/ { if (s != "") print s; s = $0; next }
+        { s = s " " $0 }
+        END { if (s != "") print s }' | tr -s ' '
+}
+
+test_every_tool_s_help_and_man_page_give_the_same_synopsis() {
+    for page in "$SBX_ROOT"/docs/sbx-*.[18]; do
+        t=$(basename "$page" | sed 's/\.[18]$//')
+        man=$(synopsis_of_man "$page")
+        help=$(synopsis_of_help "$t")
+        [ -n "$man" ] || fail "no SYNOPSIS in $page"
+        assert_eq "$help" "$man" "$t --help against $page"
+    done
+}
+
 test_an_unknown_option_or_argument_is_a_usage_error_on_every_tool() {
     for t in $TOOLS; do
         rc=0; $t --bogus >/dev/null 2>"$T/err" || rc=$?
