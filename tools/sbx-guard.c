@@ -4,6 +4,7 @@
  *   sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]
  *             [--isolation auto|none|native|bwrap] [--notify|--no-notify]
  *             [--print-isolation] -- COMMAND [ARG...]
+ *   sbx-guard --help | --version
  *
  * The set-up is one straight sequence, in this order, and any failure before
  * the agent runs is fatal (exit 125, nothing started):
@@ -21,7 +22,10 @@
  *      the agent with the kernel layer of the chosen isolation mode.
  * Then it supervises: relays signals, carries out kills from sbx-kill, the
  * timeout, and the seccomp supervisor's notifications; records `exit`; and
- * exits with the agent's status (128+N for signal N).
+ * exits with the agent's status (128+N for signal N).  main() is this
+ * sequence, a function per step; a run that registered ends in one place
+ * (its exit row, the copies removed), started or not: 126 when the policy
+ * denies the command, 127 when it is not found.
  */
 #include <err.h>
 #include <errno.h>
