@@ -7,7 +7,8 @@
  * (audit_store_append assigns id, prev_hash and hash) and commits in
  * batches; each commit also rewrites the head file (DB + ".head": last id
  * and hash) atomically by rename.  Readers (sbx-audit) open the store
- * read-only and never block the writer (WAL).  `verify` recomputes the
+ * read-only and never block the writer (WAL); they read through the
+ * functions below only, so the schema is this module's alone.  `verify` recomputes the
  * chain from the last pruned row (meta table) to the end and compares the
  * head file.
  *
