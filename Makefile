@@ -11,7 +11,8 @@
 # make install    PREFIX=/usr/local DESTDIR= : binaries, preload, policies, man pages
 #
 # Sources are found by directory, so adding a file needs no Makefile edit:
-#   common/*.c policy/*.c isolate/*.c     -> static libraries (all -fPIC)
+#   common/*.c policy/*.c isolate/*.c     -> static libraries (all -fPIC);
+#                                            common/compat.c only in the preload
 #   auditd/*.c  (sbx-auditd.c is the main) -> libsbx-audit.a + bin/sbx-auditd
 #   preload/*.c                            -> lib/libsbx-preload.so
 #   tools/sbx-*.c (mains), other tools/*.c -> bin/sbx-*, libsbx-tools.a
@@ -59,7 +60,11 @@ LIBS    = $(PKG_LIBS) -lpthread -ldl
 src_of  = $(wildcard $(1)/*.c)
 obj_of  = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
-COMMON_SRC  := $(call src_of,common)
+# common/compat.c stands in for libbsd and libmd inside the preload only:
+# in libsbx-common.a it would take the place of the real libraries in every
+# program linked with it.
+COMPAT_SRC  := common/compat.c
+COMMON_SRC  := $(filter-out $(COMPAT_SRC),$(call src_of,common))
 POLICY_SRC  := $(call src_of,policy)
 ISOLATE_SRC := $(call src_of,isolate)
 AUDIT_SRC   := $(filter-out auditd/sbx-auditd.c,$(call src_of,auditd))
@@ -176,7 +181,7 @@ $(BUILD)/lib/%.a:
 # never links SQLite.  It is built without sanitizers: it is loaded into
 # programs that are not.
 # lazylib.h renames the libpcre2/libyaml calls to stand-ins that dlopen the
-# library at first use; compat.c has the libbsd/libmd functions: so the
+# library at first use; common/compat.c has the libbsd/libmd functions: so the
 # preload needs none of those four libraries at load time.
 # They are loaded by absolute path (lazylib.c says why): where pkg-config
 # says they are.
@@ -189,7 +194,7 @@ $(BUILD)/preload-obj/%.o: %.c preload/lazylib.h Makefile
 	$(CC) $(PRELOAD_CFLAGS) -MMD -MP -c $< -o $@
 
 PRELOAD_OBJ = $(patsubst %.c,$(BUILD)/preload-obj/%.o,$(PRELOAD_SRC) $(POLICY_SRC) $(COMMON_SRC) \
-                auditd/sha256.c) \
+                $(COMPAT_SRC)) \
               $(BUILD)/preload-obj/gen/default_policy.o
 $(BUILD)/preload-obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)

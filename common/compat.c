@@ -1,10 +1,11 @@
 /*
  * compat.c — the few libbsd and libmd functions the policy engine and the
- * emitter use, for the preload only: linking those two libraries would cost
- * every process of the agent two more libraries to map and relocate
- * (lazylib.h says why that matters).  The tools and the daemon use the real
- * ones; these follow the same documented behaviour.  Hidden, like
- * everything in the preload but its interposers.
+ * emitter use, written on libc alone, for the preload only: linking those
+ * two libraries would cost every process of the agent two more libraries to
+ * map and relocate (preload/lazylib.h says why that matters).  The Makefile
+ * links this file into the preload and leaves it out of libsbx-common.a: the
+ * tools and the daemon use the real ones; these follow the same documented
+ * behaviour.  Hidden, like everything in the preload but its interposers.
  */
 #include <errno.h>
 #include <limits.h>

@@ -1,5 +1,5 @@
-/* test_preload_compat.c — the preload's own strlcpy, strlcat, strtonum,
- * closefrom and SHA-256 (preload/compat.c), which stand in for libbsd and
+/* test_compat.c — the preload's own strlcpy, strlcat, strtonum,
+ * closefrom and SHA-256 (common/compat.c), which stand in for libbsd and
  * libmd inside the preload, behave as the originals are documented to. */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "../../preload/compat.c"
+#include "../../common/compat.c"
 
 static void test_strlcpy_and_strlcat_truncate_and_return_the_full_length(void **state)
 {
