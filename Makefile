@@ -14,7 +14,9 @@
 #   common/*.c policy/*.c isolate/*.c     -> static libraries (all -fPIC);
 #                                            common/compat.c only in the preload
 #   auditd/*.c  (sbx-auditd.c is the main) -> libsbx-audit.a + bin/sbx-auditd
-#   preload/*.c                            -> lib/libsbx-preload.so
+#   preload/*.c                            -> lib/libsbx-preload.so; its emitter
+#                                             (emit.c) also libsbx-emit.a, for the
+#                                             tests and benches that play an agent
 #   tools/sbx-*.c (mains), other tools/*.c -> bin/sbx-*, libsbx-tools.a
 #   tests/unit/test_*.c                    -> tests/test_* (cmocka)
 #   tests/progs/*.c                        -> tests/progs/* (helper programs)
@@ -85,10 +87,14 @@ LIB_POLICY  := $(BUILD)/lib/libsbx-policy.a
 LIB_ISOLATE := $(BUILD)/lib/libsbx-isolate.a
 LIB_AUDIT   := $(BUILD)/lib/libsbx-audit.a
 LIB_TOOLS   := $(BUILD)/lib/libsbx-tools.a
+LIB_EMIT    := $(BUILD)/lib/libsbx-emit.a
 PRELOAD_SO  := $(BUILD)/lib/libsbx-preload.so
 
-# Link order: the user first, the used last.
+# Link order: the user first, the used last.  No program of sbx links the
+# emitter (only the preload emits); the tests and benches that play an
+# agent process take it from libsbx-emit.a.
 SBX_LIBS    := $(LIB_TOOLS) $(LIB_ISOLATE) $(LIB_AUDIT) $(LIB_POLICY) $(LIB_COMMON)
+TEST_LIBS   := $(LIB_EMIT) $(SBX_LIBS)
 
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOLMAIN_SRC))
 DAEMON  := $(if $(wildcard auditd/sbx-auditd.c),$(BUILD)/bin/sbx-auditd)
@@ -170,6 +176,7 @@ $(LIB_POLICY): $(call obj_of,$(POLICY_SRC)) $(BUILD)/obj/gen/default_policy.o
 $(LIB_ISOLATE): $(call obj_of,$(ISOLATE_SRC))
 $(LIB_AUDIT): $(call obj_of,$(AUDIT_SRC))
 $(LIB_TOOLS): $(call obj_of,$(TOOLLIB_SRC))
+$(LIB_EMIT): $(call obj_of,preload/emit.c)
 
 $(BUILD)/lib/%.a:
 	@mkdir -p $(dir $@)
@@ -216,9 +223,9 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
 
-$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(SBX_LIBS)
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS) $(CMOCKA_LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/tests/progs/static_%: tests/progs/static_%.c
 	@mkdir -p $(dir $@)
@@ -234,9 +241,9 @@ $(BUILD)/tests/progs/libfake/%: tests/progs/lib_fake.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -shared -fPIC -Wl,-soname,$* -o $@ $<
 
-$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(SBX_LIBS)
+$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS)
 
 # bench/*.c that are not bench_*: stand-alone programs the macro benchmarks
 # run bare and under the guard (no sbx libraries in them).  A static
@@ -246,9 +253,9 @@ $(patsubst bench/%.c,$(BUILD)/bench/%,$(BPROG_SRC)): $(BUILD)/bench/%: bench/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
 
-$(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(SBX_LIBS)
+$(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS)
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)

@@ -20,8 +20,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ctl.h"
+#include "ctlmsg.h"
 #include "event.h"
+#include "ring.h"
 #include "store.h"
 
 enum ep_kind { EP_EVENTS_LISTEN, EP_CTL_LISTEN, EP_SIGNAL, EP_RING_SOCK,

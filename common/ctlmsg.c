@@ -1,5 +1,5 @@
-/* ctlmsg.c — the control protocol's message codec (see ctl.h). */
-#include "ctl.h"
+/* ctlmsg.c — the control protocol's message codec (see ctlmsg.h). */
+#include "ctlmsg.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,20 +1,13 @@
 /*
- * event.h — one audit event, its record encoding, the shared-memory ring
- * that carries it out of the agent, and the agent-side emitter.
+ * event.h — one audit event and its record encoding: what a caller reports
+ * (struct sbx_event_desc), the record that carries it (sbx_event_plan and
+ * sbx_event_encode), and the checked way back (sbx_event_decode,
+ * sbx_event_expand).  Shared by the emitter (preload/emit.c, which writes
+ * records into the ring of ring.h), the daemon (auditd/, which treats every
+ * record as hostile input), the control client (ctl.h) and the tests.
  *
- * An agent process reports events with sbx_emit().  The first call creates a
- * per-process ring (a sealed memfd, mmap'ed MAP_SHARED) and hands it to
- * sbx-auditd over events.sock once (SCM_RIGHTS, plus the agent id and
- * token; the kernel attaches the sender's credentials); the connection
- * stays open, and a byte sent on it wakes a sleeping daemon.  After that an event is a copy into shared
- * memory: no system call, no allocation, no lock.  The daemon maps the same
- * pages, so an event whose sbx_emit() returned 0 survives SIGKILL of the
- * process.  The record encoding and the ring layout below are shared by the
- * emitter (common/emit.c) and the daemon (auditd/); the daemon treats every
- * byte of a ring as hostile input.
- *
- * Memory: sbx_emit_init() copies its strings into static storage; nothing
- * here allocates.  Errors: 0 / -1 (emitter), sizes / 0 (encoding).
+ * Memory: nothing here allocates; decoded views point into the caller's
+ * buffer.  Errors: sizes / 0 (encoding), 0 / -1 (decoding).
  */
 #ifndef SBX_EVENT_H
 #define SBX_EVENT_H
@@ -46,46 +39,11 @@ struct sbx_event_desc {
     /* Optional: a key that names the text of `rule` (`reason`) for the
      * whole life of this process, such as the address of the immutable
      * policy rule it was made from.  A keyed text is written into the ring's
-     * string table once and sent by reference after that (see the ring
-     * below).  NULL: the text goes with the record. */
+     * string table once and sent by reference after that (ring.h).  NULL:
+     * the text goes with the record. */
     const void *rule_key;
     const void *reason_key;
 };
-
-/* Agent side.  Called once per process (the preload's constructor) with what
- * sbx-guard handed down; copies the strings.  A NULL or empty RUNTIME_DIR
- * means the default (sbx_path_runtime_dir).  0, or -1 if arguments are bad
- * (sbx_emit_error() says which). */
-int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *agent_token);
-
-/* Records one event.  No system call in the common case; safe from any
- * thread, after fork (the child reports as itself) and never allocates.
- * Returns 0 once the event is in the channel (it then survives SIGKILL of
- * this process), -1 if it could not be recorded (no daemon, channel full for
- * too long): the caller then fails closed. */
-int sbx_emit(const struct sbx_event_desc *ev);
-
-/* Before a vfork: makes sure this process has a live, registered ring, so
- * that the child (which shares our memory, not our descriptors) writes its
- * events into it and never registers one of its own.  0, or -1 (then fork
- * instead). */
-int sbx_emit_prepare_vfork(void);
-
-/* Rings of this process register without waiting for the daemon's answer
- * (sbx-guard says so for an agent it has just registered: the run id and
- * token are known good).  A registration the daemon refuses all the same
- * (a forged token) marks the ring SBX_RING_REFUSED, and every event after
- * that fails.  Without this, each registration waits for the answer. */
-void sbx_emit_set_async(bool on);
-
-/* True once the daemon has soft-killed this agent: every further guarded
- * call must fail with EPERM.  One atomic load. */
-bool sbx_emit_killed(void);
-
-/* Added: why the last sbx_emit() returned -1 (static text, for messages). */
-const char *sbx_emit_error(void);
-
-/* ---- record encoding (emitter, daemon, tests) --------------------------- */
 
 /* Longest strings a record keeps, in bytes without the NUL.  A target of
  * PATH_MAX (4096 with the NUL) is never cut; a longer target (long command
@@ -168,82 +126,5 @@ int sbx_event_decode(const void *buf, size_t n, struct sbx_event_view *out);
 
 /* CLOCK_REALTIME in ns (vDSO: no system call). */
 uint64_t sbx_now_ns(void);
-
-/* ---- the ring ------------------------------------------------------------ */
-
-/* Slot size: 128 bytes, 112 of payload.  A typical event (32 bytes of
- * header, a workspace path of 40-70 bytes, its rule and reason sent as
- * references to the string table) fits one slot; a record spans as many
- * consecutive slots as it needs (a PATH_MAX path takes 38), so nothing is
- * cut below the maxima above while the common event costs one 128-byte copy
- * and one commit store.  Why small: a ring's pages are allocated as they are
- * first written, and on a virtual machine that costs ~2 us a page, which
- * was a third of what the guard added to an open when an event took 256
- * bytes.  8192 slots = 1 MiB per process: ~8000 typical events of slack
- * while the daemon is busy.
- *
- * The string table follows the slots: SBX_RING_TAB bytes that the process
- * fills from the start, append-only, with NUL-terminated texts (the rules
- * and reasons its events name again and again: ~50-100 bytes each, which
- * would otherwise be most of every record).  Nothing in it is ever
- * rewritten while the ring lives; when it is full, texts go inline. */
-#define SBX_RING_MAGIC     0x53425852u   /* "SBXR" */
-#define SBX_RING_VERSION   2u
-#define SBX_RING_SLOT      128u
-#define SBX_RING_PAYLOAD   (SBX_RING_SLOT - 16u)
-#define SBX_RING_SLOTS     8192u         /* power of two */
-#define SBX_RING_HDR_SIZE  4096u
-#define SBX_RING_TAB       32768u
-#define SBX_RING_TAB_OFF   (SBX_RING_HDR_SIZE + SBX_RING_SLOTS * SBX_RING_SLOT)
-#define SBX_RING_BYTES     (SBX_RING_TAB_OFF + SBX_RING_TAB)
-#define SBX_RING_FIRST     0x80000000u   /* slot info: first slot of a record */
-#define SBX_RING_GONE      1u            /* hdr.gone: the daemon stopped */
-#define SBX_RING_REFUSED   2u            /* hdr.gone: the registration was refused */
-#define SBX_RING_MAX_SPAN  ((SBX_REC_MAX + SBX_RING_PAYLOAD - 1) / SBX_RING_PAYLOAD)
-
-/* A slot is committed for position P when seq == P + 1 (release store by
- * the producer after the payload; acquire load by the daemon).  A value
- * left from an earlier lap is P + 1 - SLOTS, so stale slots never look
- * committed. */
-struct sbx_ring_slot {
-    _Atomic uint64_t seq;
-    uint32_t info;          /* SBX_RING_FIRST | span (first slot), or index */
-    uint32_t len;           /* payload bytes used in this slot */
-    unsigned char data[SBX_RING_PAYLOAD];
-};
-
-/* The header page.  head: next free position (producers reserve with a CAS,
- * see emit.c for why not fetch_add); tail: first position the daemon has not
- * consumed (written only by the daemon).  Counters are 64-bit and never wrap
- * in practice.  The daemon keeps its own tail and never trusts these words. */
-struct sbx_ring_hdr {
-    uint32_t magic, version, nslots, slot_size;
-    _Alignas(64) _Atomic uint64_t head;
-    _Alignas(64) _Atomic uint64_t tail;
-    _Alignas(64) _Atomic uint32_t sleeping;  /* daemon: 1 = wake me (a byte on
-                                              * the registration socket) */
-    _Atomic uint32_t killed;    /* daemon: agent soft-killed */
-    _Atomic uint32_t gone;      /* daemon: I stopped reading this ring
-                                 * (SBX_RING_GONE), or never took it
-                                 * (SBX_RING_REFUSED) */
-    _Atomic uint32_t space;     /* futex word: bumped when the daemon frees slots */
-    _Atomic uint32_t waiters;   /* producers sleeping on `space` */
-};
-
-/* The registration message a process sends on events.sock (SOCK_SEQPACKET)
- * with SCM_RIGHTS {memfd}; the daemon, which has SO_PASSCRED on the
- * connection, gets the credentials the kernel attached.  It answers with one
- * message, "ok" or "error: TEXT", unless the flags say nobody waits for it
- * (a refusal is then marked in the ring: SBX_RING_REFUSED).  Every later
- * message on the connection is a wake-up; its content does not matter. */
-#define SBX_REG_MAGIC "SBXRING2"
-#define SBX_REG_NO_REPLY 0x1u   /* the process does not wait for the answer */
-struct sbx_ring_reg {
-    char magic[8];
-    char agent_id[64];      /* run id, NUL-terminated */
-    char token[72];         /* secret, NUL-terminated */
-    uint32_t flags;         /* SBX_REG_* */
-    uint32_t reserved;      /* 0 */
-};
 
 #endif

@@ -27,7 +27,7 @@
 #define SBX_ENV_NOTIFY       "SBX_NOTIFY"       /* "1": print denials on stderr */
 #define SBX_ENV_PRELOAD      "SBX_PRELOAD"      /* absolute path of libsbx-preload.so */
 #define SBX_ENV_RING_ASYNC   "SBX_RING_ASYNC"   /* "1": register rings without waiting
-                                                 * for the daemon's answer (event.h) */
+                                                 * for the daemon's answer (emit.h) */
 #define SBX_ENV_HOME         "SBX_HOME"         /* the home "~/" meant when the policy
                                                  * was loaded (the agent may change HOME) */
 

@@ -43,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "emit.h"
 #include "event.h"
 #include "ops.h"
 #include "policy.h"

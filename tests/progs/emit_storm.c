@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "emit.h"
 #include "event.h"
 #include "paths.h"
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "emit.h"
 #include "event.h"
 #include "paths.h"
 

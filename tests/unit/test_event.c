@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emit.h"
 #include "event.h"
 
 static unsigned char buf[SBX_REC_MAX];

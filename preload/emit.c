@@ -1,6 +1,6 @@
 /*
  * emit.c — the agent-side emitter: one shared-memory ring per process
- * (see event.h for the layout and the guarantees).
+ * (emit.h says what it guarantees; ring.h has the layout).
  *
  * Process identity.  A ring belongs to the process that registered it: the
  * daemon stamps its rows with the pid and uid the kernel attached to the
@@ -37,7 +37,7 @@
  *
  * Nothing here allocates or takes a lock; the only waits are bounded.
  */
-#include "event.h"
+#include "emit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -58,8 +58,10 @@
 
 #include <bsd/string.h>
 
-#include "ctl.h"
+#include "ctlmsg.h"
+#include "event.h"
 #include "paths.h"
+#include "ring.h"
 
 enum { ST_NONE = 0, ST_BUSY = 1, ST_READY = 2 };
 
