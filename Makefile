@@ -7,6 +7,7 @@
 # make sanitize   build into build-san/ with ASan+UBSan and run the tests
 # make fuzz       build the libFuzzer harnesses (clang) into build-fuzz/ and
 #                 run each for FUZZ_SECONDS (default 60)
+# make layering   check that each part includes only what it may (README, Layout)
 # make deps       install the Debian packages the build and the tests need
 # make install    PREFIX=/usr/local DESTDIR= : binaries, preload, policies, man pages
 #
@@ -105,7 +106,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
 FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test check demo bench sanitize fuzz fuzzers install clean components
+.PHONY: all deps test check demo bench sanitize fuzz fuzzers layering install clean components
 # Objects made through chained pattern rules are not intermediate files to
 # delete after the link: keeping them keeps rebuilds incremental.
 .SECONDARY:
@@ -144,6 +145,10 @@ demo: deps
 bench: deps
 	@$(MAKE) $(SUBJ) --no-print-directory all
 	@BUILD=$(BUILD) sh bench/run.sh
+
+# Also run by the tests (tests/integration/layering.sh).
+layering:
+	@sh scripts/layering.sh
 
 sanitize: deps
 	@$(MAKE) $(SUBJ) --no-print-directory SAN=1 all
