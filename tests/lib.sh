@@ -1,7 +1,9 @@
 # tests/lib.sh: sourced by the shell tests.  A test file defines functions
 # named test_* and ends with `run_tests`.  Each test runs in a subshell in a
 # fresh directory with its own SBX_RUNTIME_DIR, SBX_AUDIT_DB and workspace;
-# it passes when it returns 0.  Output: "ok - NAME" / "not ok - NAME".
+# it passes when it returns 0, and is skipped when it calls `skip REASON`.
+# Output: "ok - NAME" / "not ok - NAME" / "skip - NAME: REASON"; run.sh
+# counts a skip as a skip, never as a pass.
 set -u
 SBX_BUILD=${SBX_BUILD:-$(cd "$(dirname "$0")/../../build" && pwd)}
 SBX_ROOT=${SBX_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -11,6 +13,12 @@ POLICIES="$SBX_ROOT/policies"
 export PATH="$BIN:/usr/local/bin:/usr/bin:/bin"
 
 fail() { echo "FAIL: $*" >&2; return 1; }
+
+# skip REASON: ends the test as skipped: what it needs is not on this
+# machine.  Call it from the test's own body (in a $(...) or a pipeline it
+# would only end that subshell).
+SKIP_RC=77
+skip() { echo "$*" >"$T/skip-reason"; exit $SKIP_RC; }
 
 # assert_eq GOT WANT [WHAT]
 assert_eq() { [ "$1" = "$2" ] || fail "${3:-value}: got '$1', want '$2'"; }
@@ -34,6 +42,17 @@ stop_daemon() {
 
 # guard ARGS...: sbx-guard without notices (tests read stderr themselves).
 guard() { sbx-guard --no-notify "$@"; }
+
+# secret [TEXT]: puts a .env holding TEXT (default SECRET_TOKEN_x) in the
+# workspace: the file every shipped policy denies reading.
+secret() { echo "${1:-SECRET_TOKEN_x}" >"$WS/.env"; }
+
+# The static escape program (tests/progs/static_escape), run from the
+# workspace, where the default policy lets the agent run what it builds.
+ESC=./esc
+esc_in_place() { [ -x "$WS/esc" ] || cp "$PROGS/static_escape" "$WS/esc"; }
+# native ARGS...: sbx-guard --isolation native ARGS, with ./esc in place.
+native() { esc_in_place; guard --isolation native "$@"; }
 
 # rows ARGS...: the store's rows as JSON lines (sbx-audit query --format json).
 rows() { sbx-audit query --format json --limit 100000 "$@"; }
@@ -92,6 +111,8 @@ run_tests() {
         rm -rf "$rt"
         if [ $rc -eq 0 ]; then
             echo "ok - $t"
+        elif [ $rc -eq $SKIP_RC ] && [ -f "$d/skip-reason" ]; then
+            echo "skip - $t: $(cat "$d/skip-reason")"
         else
             echo "not ok - $t"
             sed 's/^/#   /' "$d/out" | tail -n 40

@@ -1,25 +1,22 @@
 #!/bin/sh
 # --isolation bwrap: the same policy through bubblewrap (mounts, namespaces,
-# the seccomp filter); skipped where bubblewrap is not installed.
+# the seccomp filter); skipped, and counted as skipped, where bubblewrap is
+# not installed.
 . "$(dirname "$0")/../lib.sh"
-ESC=./esc
 
-bw() {
-    [ -x "$WS/esc" ] || cp "$PROGS/static_escape" "$WS/esc"
-    guard --isolation bwrap "$@"
-}
+bw() { esc_in_place; guard --isolation bwrap "$@"; }
 
-have_bwrap() { command -v bwrap >/dev/null 2>&1; }
+need_bwrap() { command -v bwrap >/dev/null 2>&1 || skip "bubblewrap (bwrap) is not installed"; }
 
 test_bwrap_masks_deny_files_for_static_programs() {
-    have_bwrap || return 0
+    need_bwrap
     echo secret >.env
     out=$(bw -- "$ESC" read .env) || true
     assert_eq "$out" "fail EACCES"
 }
 
 test_bwrap_filter_refuses_io_uring_and_mount() {
-    have_bwrap || return 0
+    need_bwrap
     out=$(bw -- "$ESC" io_uring) || true
     assert_eq "$out" "fail EPERM"
     out=$(bw -- "$ESC" mount) || true
@@ -27,7 +24,7 @@ test_bwrap_filter_refuses_io_uring_and_mount() {
 }
 
 test_bwrap_keeps_the_workspace_writable_and_the_rest_read_only() {
-    have_bwrap || return 0
+    need_bwrap
     mkdir -p "$T/outside"
     out=$(bw -- "$ESC" write ./inside)
     assert_eq "$out" "ok"
@@ -37,7 +34,7 @@ test_bwrap_keeps_the_workspace_writable_and_the_rest_read_only() {
 }
 
 test_bwrap_hides_the_store_and_reports_the_agents_status() {
-    have_bwrap || return 0
+    need_bwrap
     guard --isolation none -- true
     out=$(bw -- "$ESC" read "$SBX_AUDIT_DB") || true
     assert_contains "$out" "fail"

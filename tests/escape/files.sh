@@ -5,15 +5,7 @@
 # mounts (masks, read-only binds, hidden store), Landlock, seccomp.  Each test
 # also checks the supervisor's record of what ran (layer "supervisor").
 . "$(dirname "$0")/../lib.sh"
-# The test program runs from the workspace, where the default policy lets
-# the agent run what it builds.
-ESC=./esc
 BB=/bin/busybox
-
-native() {
-    [ -x "$WS/esc" ] || cp "$PROGS/static_escape" "$WS/esc"
-    guard --isolation native "$@"
-}
 
 test_audit_mode_under_native_denies_nothing_and_still_hides_the_store() {
     # mode: audit records what enforce mode would deny and denies nothing,

@@ -2,14 +2,6 @@
 # Network escapes under --isolation native: the supervisor (every connect,
 # also of static programs), Landlock's TCP port rules and the net namespace.
 . "$(dirname "$0")/../lib.sh"
-# The test program runs from the workspace, where the default policy lets
-# the agent run what it builds.
-ESC=./esc
-
-native() {
-    [ -x "$WS/esc" ] || cp "$PROGS/static_escape" "$WS/esc"
-    guard --isolation native "$@"
-}
 
 loopback_policy() {
     cat >"$T/loop.yaml" <<'YAML'

@@ -4,14 +4,6 @@
 # Landlock's signal scope, and the supervisor (exec of denied programs by
 # any route: raw execve, an empty environment, ld.so, a memfd).
 . "$(dirname "$0")/../lib.sh"
-# The test program runs from the workspace, where the default policy lets
-# the agent run what it builds.
-ESC=./esc
-
-native() {
-    [ -x "$WS/esc" ] || cp "$PROGS/static_escape" "$WS/esc"
-    guard --isolation native "$@"
-}
 
 test_io_uring_is_refused() {
     out=$(native -- "$ESC" io_uring) || true

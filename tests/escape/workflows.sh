@@ -3,8 +3,6 @@
 # --isolation native with the default policy.
 . "$(dirname "$0")/../lib.sh"
 
-native() { guard --isolation native "$@"; }
-
 test_git_add_commit_works() {
     # git init itself writes .git/hooks, which the default policy's
     # files.write.deny refuses (in every isolation mode): the repository

@@ -8,8 +8,6 @@
 DEFAULT="$POLICIES/default.yaml"
 ISO=${SBX_TEST_ISOLATION:-none}
 
-secret() { echo "SECRET_TOKEN_${1:-x}" > .env; }
-
 # A test program copied into the workspace: the default policy runs programs
 # from the system and from the workspace, not from the build tree.
 prog() { cp "$PROGS/$1" "./$1"; }
@@ -40,7 +38,7 @@ EOF
 }
 
 test_cat_cannot_read_dotenv_and_the_denial_is_stored() {
-    secret cat
+    secret SECRET_TOKEN_cat
     rc=0; out=$(guard --isolation "$ISO" --name cat1 --policy "$DEFAULT" -- cat .env 2>&1) || rc=$?
     [ $rc -ne 0 ] || fail "cat succeeded"
     assert_not_contains "$out" SECRET_TOKEN
@@ -154,7 +152,7 @@ test_supervisor_rows_survive_a_failing_store() {
 }
 
 test_python_cannot_read_dotenv() {
-    secret py
+    secret SECRET_TOKEN_py
     rc=0; out=$(guard --isolation "$ISO" --name py1 --policy "$DEFAULT" -- \
         python3 -c 'print(open(".env").read())' 2>&1) || rc=$?
     [ $rc -ne 0 ] || fail "python read it"
@@ -164,7 +162,7 @@ test_python_cannot_read_dotenv() {
 }
 
 test_shell_redirect_cannot_read_dotenv() {
-    secret sh
+    secret SECRET_TOKEN_sh
     rc=0; out=$(guard --isolation "$ISO" --name sh1 --policy "$DEFAULT" -- sh -c 'cat < .env' 2>&1) || rc=$?
     [ $rc -ne 0 ] || fail "the redirect worked"
     assert_not_contains "$out" SECRET_TOKEN
@@ -182,7 +180,7 @@ test_write_outside_workspace_is_denied_and_nothing_is_created() {
 
 test_rm_mv_ln_chmod_on_protected_paths_are_denied() {
     mkdir -p .git && echo '[core]' > .git/config && chmod 644 .git/config
-    secret ln
+    secret SECRET_TOKEN_ln
     guard --isolation "$ISO" --name p1 --policy "$DEFAULT" -- rm -f .git/config 2>/dev/null || true
     assert_file_present .git/config
     guard --isolation "$ISO" --name p2 --policy "$DEFAULT" -- mv .git/config moved 2>/dev/null || true
@@ -370,7 +368,7 @@ print(s.recv(2).decode())'
 }
 
 test_clearing_the_environment_before_exec_does_not_escape() {
-    secret env
+    secret SECRET_TOKEN_env
     prog agent_clearenv_exec
     rc=0; out=$(guard --isolation "$ISO" --name e1 --policy "$DEFAULT" -- \
         ./agent_clearenv_exec /bin/cat .env 2>&1) || rc=$?
@@ -409,7 +407,7 @@ test_kill_of_an_unknown_agent_fails_cleanly() {
 }
 
 test_audit_mode_denies_nothing_and_records_would_be_denials() {
-    secret audit
+    secret SECRET_TOKEN_audit
     cat > "$T/audit.yaml" <<'EOF'
 version: 1
 name: audit-test
@@ -457,7 +455,7 @@ test_store_inside_the_workspace_is_refused() {
 }
 
 test_notify_prints_one_line_per_denial_naming_the_rule() {
-    secret n
+    secret SECRET_TOKEN_n
     out=$(sbx-guard --notify --isolation "$ISO" --name no1 --policy "$DEFAULT" -- cat .env 2>&1) || true
     assert_contains "$out" "sbx: denied open-read"
     assert_contains "$out" 'files.read.deny "**/.env"'
