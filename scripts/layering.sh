@@ -4,9 +4,10 @@
 #
 # The parts, in order: policy, preload, auditd, isolate, tools.  A part may
 # include headers of its own folder, of common/, and of the parts before it
-# (tools use everything); common/ includes only common/.  The files linked
-# into the preload (preload/, policy/, common/) never include SQLite's
-# header: the preload never links SQLite.
+# (tools use everything); common/ includes only common/.  The preload links
+# sources of preload/, policy/ and common/ only (the Makefile's
+# PRELOAD_OBJ), and none of them includes SQLite's header: the preload
+# never links SQLite.
 #
 # The Makefile puts every folder on the include path (-I), so an include
 # names a header by its bare name, and where it comes from is not visible
@@ -87,6 +88,22 @@ for part in common $PARTS; do
         esac
     done
 done
+
+# What the preload links, as the Makefile says (PRELOAD_OBJ): sources of
+# preload/, policy/ and common/ only.  An include check alone would not see
+# a source of another folder put on the preload's link line.
+if [ -f Makefile ]; then
+    objs=$(printf 'sbx-layering-print:\n\t@echo $(PRELOAD_OBJ)\n' |
+        make -s --no-print-directory -f Makefile -f - BUILD=sbx-layering sbx-layering-print 2>&1) ||
+        complain "make could not say what the preload links: $objs"
+    for o in $objs; do
+        rel=${o#sbx-layering/preload-obj/}
+        case $rel in
+        preload/*|policy/*|common/*|gen/*) ;;
+        *) complain "the preload links ${rel%.o}.c (Makefile, PRELOAD_OBJ): it may link preload/, policy/ and common/ only" ;;
+        esac
+    done
+fi
 
 # One header per name across the folders.
 dups=$(for d in common $PARTS; do ls "$d"/*.h 2>/dev/null; done | xargs -n 1 basename | sort | uniq -d)
