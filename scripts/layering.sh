@@ -93,9 +93,12 @@ done
 # preload/, policy/ and common/ only.  An include check alone would not see
 # a source of another folder put on the preload's link line.
 if [ -f Makefile ]; then
+    # A make of its own (not the jobserver of a `make layering` around us),
+    # whose stdout is PRELOAD_OBJ alone.
     objs=$(printf 'sbx-layering-print:\n\t@echo $(PRELOAD_OBJ)\n' |
-        make -s --no-print-directory -f Makefile -f - BUILD=sbx-layering sbx-layering-print 2>&1) ||
-        complain "make could not say what the preload links: $objs"
+        env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+        make -s --no-print-directory -f Makefile -f - BUILD=sbx-layering sbx-layering-print 2>/dev/null) ||
+        { complain "make could not say what the preload links (PRELOAD_OBJ)"; objs=; }
     for o in $objs; do
         rel=${o#sbx-layering/preload-obj/}
         case $rel in
