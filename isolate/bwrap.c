@@ -328,8 +328,8 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     child->pidns = true;
     child->status_fd = -1;
     snprintf(child->layers, sizeof child->layers,
-             "guard,bwrap,userns,pidns,mntns,ipcns,utsns%s,seccomp,rlimits",
-             net ? ",netns" : "");
+             "%sbwrap,userns,pidns,mntns,ipcns,utsns%s,seccomp,rlimits",
+             child->guard ? "guard," : "", net ? ",netns" : "");
     rc = 0;
 out:
     if (pfd[0] >= 0)

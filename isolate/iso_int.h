@@ -41,6 +41,16 @@ size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what);
 
+/* ---- guardcheck.c: is the guard really in the agent's first process? -- */
+
+/* In the agent's process just before execve: the steps ld.so takes to load
+ * the preload at PATH (open, ELF header of this machine, executable map).
+ * Async-signal-safe.  0, or -1 with errno and *WHAT set. */
+int iso_guard_loadable(const char *path, const char **what);
+/* Whether running PATH goes through ld.so (a dynamic ELF, or a #! script
+ * whose interpreter is one): 1 yes, 0 no (static), -1 unknown. */
+int iso_program_loads_guard(const char *path);
+
 /* ---- landlock.c --------------------------------------------------------- */
 
 #define ISO_LL_MAX_RULES 128
@@ -124,6 +134,7 @@ struct iso_mounts {
     size_t n_hide;
     char hide[4][4096];         /* store dir, runtime dir */
     bool truncated;             /* a deny glob had more matches than fit */
+    char preload[4096];         /* the guard, bound executable last ("") */
 };
 
 int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,

@@ -37,7 +37,10 @@ struct iso_request {
     const char *runtime_dir;    /* sbx's sockets; only events.sock may be
                                  * reachable from inside */
     const char *audit_db;       /* the store; never reachable from inside */
-    const char *preload;        /* libsbx-preload.so, must stay loadable */
+    const char *preload;        /* libsbx-preload.so, must stay loadable:
+                                 * the agent is not started when its first
+                                 * process could not load it (NULL: no
+                                 * guard asked for) */
     const char *policy_copy;    /* the private policy file the preload reads */
     const char *policy_image;   /* and its compiled form, or NULL */
     char *const *argv;          /* the agent's command */
@@ -49,6 +52,9 @@ struct iso_child {
                                  * status is the agent's */
     int notify_fd;              /* seccomp user-notification fd, or -1 */
     bool pidns;                 /* SIGKILL of pid ends every process of the agent */
+    bool guard;                 /* the agent's first process loads the
+                                 * preload (false: a static program, or no
+                                 * preload asked for) */
     char layers[256];           /* what is active, e.g. "guard,userns,pidns,
                                  * mntns,netns,landlock-v7,seccomp,supervisor" */
     int status_fd;              /* added: -1, or where the sandbox's init

@@ -22,8 +22,14 @@
  *   5. a fresh /proc for the new pid namespace;
  *   6. deny-read files that exist at start covered by an empty mode-0000
  *      file (directories: an empty mode-0000 tmpfs), write-deny paths that
- *      exist at start bound read-only onto themselves.  Last, so that step 4
- *      cannot make them writable again.
+ *      exist at start bound read-only onto themselves.  After step 4, so
+ *      that it cannot make them writable again;
+ *   7. the guard (the preload) replaced by a read-only, executable copy on
+ *      a tmpfs of its own.  Last, so that neither a write root's noexec
+ *      (step 4: sbx installed under /tmp, /var/tmp or any write root) nor a
+ *      cover (step 6) can leave ld.so unable to map it, and so that the
+ *      agent cannot change the library under its own later processes.
+ *      What it loads (libc, ld.so) lives in the system's directories.
  * What appears after start is not covered by step 6: the guard decides it.
  */
 #include "iso_int.h"
@@ -324,6 +330,8 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
     if (getcwd(buf, sizeof buf) && !hidden(mp, buf))
         add_keep(mp, buf);
     add_keep(mp, req->preload);
+    if (req->preload && req->preload[0] == '/')
+        strlcpy(mp->preload, req->preload, sizeof mp->preload);
     add_keep(mp, req->policy_copy);
     add_keep(mp, req->policy_image);
     if (req->runtime_dir) {
@@ -534,6 +542,57 @@ out:
     return rc;
 }
 
+/* Step 7: copies the preload at PATH into a fresh tmpfs, makes that
+ * read-only (executable: the mount is ours, so no flag of the host's is
+ * locked on it) and binds the copy over PATH. */
+static int bind_guard(const char *path, char *err, size_t errsz)
+{
+    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID
+                                         | MOUNT_ATTR_NODEV };
+    char buf[65536];
+    int fs = -1, mnt = -1, in = -1, out = -1, rc = -1;
+    ssize_t n;
+
+    fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0
+        || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0
+        || (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0) {
+        iso_errf(err, errsz, "mounts: the guard's tmpfs: %s", strerror(errno));
+        goto out;
+    }
+    in = open(path, O_RDONLY | O_CLOEXEC);
+    out = openat(mnt, "libsbx-preload.so", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0555);
+    if (in < 0 || out < 0) {
+        iso_errf(err, errsz, "mounts: copy the guard %s: %s", path, strerror(errno));
+        goto out;
+    }
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    /* A mount with a file open for writing cannot become read-only. */
+    if (close(out) < 0)
+        n = -1;
+    out = -1;
+    if (n < 0 || mount_setattr(mnt, "", AT_EMPTY_PATH, &ro, sizeof ro) < 0
+        || bind_with(mnt, "libsbx-preload.so", path, 0, 0) < 0) {
+        iso_errf(err, errsz, "mounts: bind the guard over %s: %s", path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (out >= 0)
+        close(out);
+    if (in >= 0)
+        close(in);
+    if (mnt >= 0)
+        close(mnt);
+    if (fs >= 0)
+        close(fs);
+    return rc;
+}
+
 int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
 {
     const char *tmp[1] = { "/tmp" };
@@ -636,6 +695,9 @@ int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
     }
     if (masks >= 0)
         close(masks);
+    /* 7. */
+    if (mp->preload[0] && bind_guard(mp->preload, err, errsz) < 0)
+        return -1;
     return 0;
 }
 
@@ -667,6 +729,8 @@ void iso_mounts_print(const struct iso_mounts *mp, FILE *out)
                      "  /proc/bus, /proc/fs read-only; vm.memfd_noexec=2 in it where permitted)\n");
     for (size_t i = 0; i < mp->n; i++)
         fprintf(out, "  %s %s   (%s)\n", kind_name(mp->m[i].kind), mp->m[i].path, mp->m[i].why);
+    if (mp->preload[0])
+        fprintf(out, "  read-only, executable copy of the guard over %s\n", mp->preload);
     if (mp->truncated)
         fprintf(out, "  (deny globs had more matches than are covered at start: the guard decides the rest)\n");
 }

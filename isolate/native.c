@@ -159,6 +159,12 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
             die(efd, STAGE_AGENT, errno, "landlock: restrict");
         close(ruleset);
     }
+    /* Every mount, Landlock rule and rlimit is in place: if the preload
+     * cannot be loaded now, ld.so would drop it after the exec with a
+     * warning and the run would go unguarded.  Before seccomp, whose
+     * listener nobody reads yet for an open. */
+    if (req->preload && iso_guard_loadable(req->preload, &what) < 0)
+        die(efd, STAGE_AGENT, errno, what);
     lfd = iso_seccomp_install(&pl->bpf, pl->notify);
     if (lfd < 0)
         die(efd, STAGE_AGENT, errno, "seccomp");
@@ -378,24 +384,34 @@ fail:
     return -1;
 }
 
-static void layers_string(const struct plan *pl, char *out, size_t outsz)
+static void add_layer(char *out, size_t outsz, const char *layer)
+{
+    if (out[0])
+        strlcat(out, ",", outsz);
+    strlcat(out, layer, outsz);
+}
+
+/* GUARD: the agent's first process loads the preload (spawn.c). */
+static void layers_string(const struct plan *pl, bool guard, char *out, size_t outsz)
 {
     char buf[32];
 
-    strlcpy(out, "guard", outsz);
+    out[0] = '\0';
+    if (guard)
+        add_layer(out, outsz, "guard");
     if (pl->ns) {
-        strlcat(out, ",userns,pidns,mntns,ipcns,utsns", outsz);
+        add_layer(out, outsz, "userns,pidns,mntns,ipcns,utsns");
         if (pl->netns)
-            strlcat(out, ",netns", outsz);
+            add_layer(out, outsz, "netns");
     }
     if (pl->landlock) {
-        snprintf(buf, sizeof buf, ",landlock-v%d", pl->ll->abi);
-        strlcat(out, buf, outsz);
+        snprintf(buf, sizeof buf, "landlock-v%d", pl->ll->abi);
+        add_layer(out, outsz, buf);
     }
-    strlcat(out, ",seccomp", outsz);
+    add_layer(out, outsz, "seccomp");
     if (pl->notify)
-        strlcat(out, ",supervisor", outsz);
-    strlcat(out, ",rlimits", outsz);
+        add_layer(out, outsz, "supervisor");
+    add_layer(out, outsz, "rlimits");
 }
 
 int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
@@ -445,7 +461,7 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
         rc = launch(&pl, child, err, errsz);
     }
     if (rc == 0)
-        layers_string(&pl, child->layers, sizeof child->layers);
+        layers_string(&pl, child->guard, child->layers, sizeof child->layers);
     else
         rc = -1;
 out:

@@ -2,7 +2,8 @@
  * spawn.c — iso_spawn(): the one place where the agent is started.
  *
  * ISO_NONE: fork; the child gets its own process group, the policy's
- * rlimits, a clean signal state, and execs.  A close-on-exec pipe carries an
+ * rlimits, a clean signal state, checks that the guard can load
+ * (guardcheck.c), and execs.  A close-on-exec pipe carries an
  * exec failure back, so iso_spawn() fails ("cannot run X: ...") and the
  * agent never ran; end of file on the pipe means the exec happened.
  * ISO_NATIVE / ISO_AUTO: see native.c.  ISO_BWRAP: see bwrap.c.
@@ -67,6 +68,9 @@ static int spawn_plain(const struct iso_request *req, struct iso_child *child,
             child_fail(pfd[1], "setpgid", errno);
         if (iso_child_basics(rl, nrl, pfd[1], &what) < 0)
             child_fail(pfd[1], what, errno);
+        /* The guard must load where the agent runs (see guardcheck.c). */
+        if (req->preload && iso_guard_loadable(req->preload, &what) < 0)
+            child_fail(pfd[1], what, errno);
         execve(req->argv[0], req->argv, req->envp);
         child_fail(pfd[1], "exec", errno);
     }
@@ -80,7 +84,7 @@ static int spawn_plain(const struct iso_request *req, struct iso_child *child,
         child->pid = pid;
         child->notify_fd = -1;
         child->pidns = false;
-        strlcpy(child->layers, "guard", sizeof child->layers);
+        strlcpy(child->layers, child->guard ? "guard" : "none", sizeof child->layers);
         return 0;
     }
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -113,6 +117,10 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
         errno = EINVAL;
         return -1;
     }
+    /* Decided before the start, from the program itself: a static program
+     * never runs ld.so, so the preload is not in the agent's first process
+     * and the layers must not say it is. */
+    child->guard = req->preload != NULL && iso_program_loads_guard(req->argv[0]) == 1;
     switch (req->mode) {
     case ISO_NONE:
         return spawn_plain(req, child, err, errsz);

@@ -729,6 +729,10 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
               "binary or a raw system call is not stopped");
     else
         warnx("agent %s (run %s): %s", r->name, r->run_id, detail);
+    if (!g->child.guard)
+        warnx("WARNING: %s is a static program: the guard (preload) is not in the "
+              "agent's first process, and its calls are recorded only where the kernel "
+              "layer sees them; programs it runs load the guard", prog_real);
     give_terminal(g);
 
     int status = supervise(g, sigfd, r->info->limits.timeout_ms);
