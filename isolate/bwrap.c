@@ -244,6 +244,11 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     if (iso_mounts_plan(req, mp, err, errsz) < 0
         || iso_seccomp_build(false, &bpf, err, errsz) < 0)
         goto out;
+    if (mp->incomplete) {
+        iso_errf(err, errsz, "bwrap: the deny-read cover is incomplete: %s; not starting",
+                 mp->incomplete_why);
+        goto out;
+    }
     /* The filter travels to bwrap in a memfd it reads from the start. */
     sfd = memfd_create("sbx-seccomp", 0);
     if (sfd < 0 || write(sfd, bpf.insns, bpf.len * sizeof *bpf.insns)
@@ -341,6 +346,7 @@ out:
     iso_argv_free(argv);
     free(envp);
     iso_bpf_free(&bpf);
+    iso_mounts_free(mp);
     free(mp);
     return rc;
 }

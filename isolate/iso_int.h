@@ -105,9 +105,7 @@ void iso_bpf_free(struct iso_bpf *b);
 int iso_seccomp_install(const struct iso_bpf *b, bool notify);
 void iso_seccomp_print(bool notify, FILE *out);
 
-/* ---- mounts.c ----------------------------------------------------------- */
-
-#define ISO_MNT_MAX 256
+/* ---- mounts.c and cover.c ---------------------------------------------- */
 
 enum iso_mnt_kind {
     ISO_MNT_HIDE,               /* empty read-only tmpfs over a directory */
@@ -119,9 +117,17 @@ enum iso_mnt_kind {
 
 struct iso_mnt {
     enum iso_mnt_kind kind;
-    char path[4096];
+    char *path;                 /* malloc'd, owned by the plan */
     const char *why;
 };
+
+/* The default time budget of the deny cover.  The walk looks at about
+ * 300,000 entries a second on a laptop-class disk in cache (a 25,000-file
+ * node_modules costs 45 ms), so 30 s is a tree of millions of entries: one
+ * that cannot be a project directory; an agent given / or a home as its
+ * workspace is refused rather than kept waiting for minutes
+ * (SBX_COVER_BUDGET_MS overrides it; docs/isolation.md). */
+#define ISO_COVER_BUDGET_MS_DEFAULT 30000u
 
 struct iso_mounts {
     bool private_tmp;           /* tmpfs on /tmp */
@@ -129,13 +135,39 @@ struct iso_mounts {
     bool new_proc;
     size_t n_keep;
     char keep[8][4096];         /* must stay reachable after the hides */
-    size_t n;
-    struct iso_mnt m[ISO_MNT_MAX];
+    size_t n, cap;
+    struct iso_mnt *m;          /* malloc'd, grows; iso_mounts_free */
+    size_t *index;              /* open-addressing hash of (path, kind):
+                                 * 1 + index into m, 0 empty */
+    size_t index_cap;           /* a power of two, > 2 * n */
     size_t n_hide;
     char hide[4][4096];         /* store dir, runtime dir */
-    bool truncated;             /* a deny glob had more matches than fit */
     char preload[4096];         /* the guard, bound executable last ("") */
+    /* The cover of what the deny lists name (cover.c): complete, or why
+     * not.  An incomplete cover is refused under native and isolation:
+     * required, and recorded as a degradation under auto. */
+    bool incomplete;
+    char incomplete_why[512];
+    unsigned long walked;       /* directory entries looked at */
+    unsigned long covered;      /* deny matches covered */
+    unsigned walk_ms;
 };
+
+/* Adds one mount to the plan, unless it is already there or would add
+ * nothing (under a masked directory).  -1 (ENOMEM) when out of memory. */
+int iso_mounts_add(struct iso_mounts *mp, enum iso_mnt_kind kind, const char *path,
+                   const char *why);
+/* Frees what the plan allocated (not MP itself); MP may be zeroed. */
+void iso_mounts_free(struct iso_mounts *mp);
+bool iso_path_under(const char *path, const char *dir);
+/* True for /proc, /sys, /dev and for what MP hides: never covered. */
+bool iso_mounts_skip(const struct iso_mounts *mp, const char *path);
+/* cover.c: adds the mounts that cover what the read- and write-deny lists
+ * of REQ's policy name and what exists now, walking each glob's root to
+ * the end (no depth or entry limit) within REQ's time budget; fills
+ * mp->incomplete when the walk or the namespace's mount limit cannot
+ * cover everything.  -1 only when out of memory. */
+int iso_cover_plan(const struct iso_request *req, struct iso_mounts *mp);
 
 int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
                     char *err, size_t errsz);

@@ -43,6 +43,10 @@ struct iso_request {
                                  * guard asked for) */
     const char *policy_copy;    /* the private policy file the preload reads */
     const char *policy_image;   /* and its compiled form, or NULL */
+    unsigned cover_budget_ms;   /* time allowed for covering deny-read
+                                 * files at start (0: the default) */
+    FILE *progress;             /* where a long cover reports progress,
+                                 * or NULL */
     char *const *argv;          /* the agent's command */
     char *const *envp;          /* its complete environment */
 };
@@ -55,6 +59,8 @@ struct iso_child {
     bool guard;                 /* the agent's first process loads the
                                  * preload (false: a static program, or no
                                  * preload asked for) */
+    char warning[768];          /* a degradation sbx-guard must print and
+                                 * record ("" if none) */
     char layers[256];           /* what is active, e.g. "guard,userns,pidns,
                                  * mntns,netns,landlock-v7,seccomp,supervisor" */
     int status_fd;              /* added: -1, or where the sandbox's init

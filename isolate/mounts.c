@@ -30,7 +30,9 @@
  *      cover (step 6) can leave ld.so unable to map it, and so that the
  *      agent cannot change the library under its own later processes.
  *      What it loads (libc, ld.so) lives in the system's directories.
- * What appears after start is not covered by step 6: the guard decides it.
+ * Step 6's list comes from cover.c, which walks the deny globs' roots to
+ * the end or says why it could not.  What appears after start is not
+ * covered by step 6: the guard decides it for dynamic programs.
  */
 #include "iso_int.h"
 
@@ -51,11 +53,7 @@
 
 #include "paths.h"
 
-/* Bounds of the deny-glob walk: start-up must stay fast on a big tree. */
-#define WALK_MAX_DEPTH   12
-#define WALK_MAX_ENTRIES 20000
-
-static bool path_under(const char *path, const char *dir)
+bool iso_path_under(const char *path, const char *dir)
 {
     size_t n = strlen(dir);
     if (strcmp(dir, "/") == 0)
@@ -65,39 +63,124 @@ static bool path_under(const char *path, const char *dir)
 
 static bool special_tree(const char *path)
 {
-    return path_under(path, "/proc") || path_under(path, "/sys") || path_under(path, "/dev");
+    return iso_path_under(path, "/proc") || iso_path_under(path, "/sys")
+           || iso_path_under(path, "/dev");
 }
 
 static bool hidden(const struct iso_mounts *mp, const char *path)
 {
     for (size_t i = 0; i < mp->n_hide; i++)
-        if (path_under(path, mp->hide[i]))
+        if (iso_path_under(path, mp->hide[i]))
             return true;
     return false;
 }
 
-static void add_mnt(struct iso_mounts *mp, enum iso_mnt_kind kind, const char *path,
-                    const char *why)
+bool iso_mounts_skip(const struct iso_mounts *mp, const char *path)
 {
-    for (size_t i = 0; i < mp->n; i++) {
-        if (strcmp(mp->m[i].path, path) == 0 && mp->m[i].kind == kind)
-            return;
-        /* Already masked (or under a masked directory): a read-only bind
-         * of it would add nothing, and in bwrap (which binds from the
-         * host's view) would uncover it. */
-        if (kind != ISO_MNT_RW
-            && ((mp->m[i].kind == ISO_MNT_MASK_DIR && path_under(path, mp->m[i].path))
-                || (mp->m[i].kind == ISO_MNT_MASK_FILE && strcmp(path, mp->m[i].path) == 0)))
-            return;
+    return hidden(mp, path) || special_tree(path);
+}
+
+/* ---- the plan's table of mounts ------------------------------------------
+ * A cover may hold tens of thousands of entries, and each new one must be
+ * checked against the others (not twice; not under a masked directory):
+ * a hash of (path, kind) makes that a few lookups per entry (one per
+ * ancestor of the path) instead of a scan of the table. */
+
+static size_t hash_of(const char *path, size_t len, enum iso_mnt_kind kind)
+{
+    uint64_t h = 14695981039346656037u;         /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)path[i]) * 1099511628211u;
+    return (size_t)((h ^ (uint64_t)kind) * 1099511628211u);
+}
+
+/* Index in mp->m of PATH[0..LEN) with KIND, or -1. */
+static long lookup(const struct iso_mounts *mp, const char *path, size_t len,
+                   enum iso_mnt_kind kind)
+{
+    if (mp->index_cap == 0)
+        return -1;
+    for (size_t i = hash_of(path, len, kind) & (mp->index_cap - 1);; i = (i + 1) & (mp->index_cap - 1)) {
+        size_t k = mp->index[i];
+        if (k == 0)
+            return -1;
+        const struct iso_mnt *m = &mp->m[k - 1];
+        if (m->kind == kind && strncmp(m->path, path, len) == 0 && m->path[len] == '\0')
+            return (long)(k - 1);
     }
-    if (mp->n == ISO_MNT_MAX) {
-        mp->truncated = true;
-        return;
+}
+
+static void index_put(size_t *index, size_t cap, const struct iso_mnt *m, size_t k)
+{
+    size_t i = hash_of(m->path, strlen(m->path), m->kind) & (cap - 1);
+    while (index[i] != 0)
+        i = (i + 1) & (cap - 1);
+    index[i] = k + 1;
+}
+
+/* Room for one more entry in the table and its index. */
+static int grow(struct iso_mounts *mp)
+{
+    if (mp->n == mp->cap) {
+        size_t cap = mp->cap ? mp->cap * 2 : 64;
+        struct iso_mnt *m = reallocarray(mp->m, cap, sizeof *m);
+        if (m == NULL)
+            return -1;
+        mp->m = m;
+        mp->cap = cap;
     }
+    if (2 * (mp->n + 1) >= mp->index_cap) {
+        size_t cap = mp->index_cap ? mp->index_cap * 2 : 256;
+        size_t *index = calloc(cap, sizeof *index);
+        if (index == NULL)
+            return -1;
+        for (size_t k = 0; k < mp->n; k++)
+            index_put(index, cap, &mp->m[k], k);
+        free(mp->index);
+        mp->index = index;
+        mp->index_cap = cap;
+    }
+    return 0;
+}
+
+int iso_mounts_add(struct iso_mounts *mp, enum iso_mnt_kind kind, const char *path,
+                   const char *why)
+{
+    size_t len = strlen(path);
+
+    if (lookup(mp, path, len, kind) >= 0)
+        return 0;
+    /* Already masked (or under a masked directory): a read-only bind of it
+     * would add nothing, and in bwrap (which binds from the host's view)
+     * would uncover it. */
+    if (kind != ISO_MNT_RW) {
+        if (lookup(mp, path, len, ISO_MNT_MASK_FILE) >= 0)
+            return 0;
+        for (size_t l = len; l > 0; l--)
+            if ((l == len || path[l] == '/') && lookup(mp, path, l, ISO_MNT_MASK_DIR) >= 0)
+                return 0;
+    }
+    if (grow(mp) < 0)
+        return -1;
     mp->m[mp->n].kind = kind;
-    strlcpy(mp->m[mp->n].path, path, sizeof mp->m[0].path);
     mp->m[mp->n].why = why;
+    mp->m[mp->n].path = strdup(path);
+    if (mp->m[mp->n].path == NULL)
+        return -1;
+    index_put(mp->index, mp->index_cap, &mp->m[mp->n], mp->n);
     mp->n++;
+    return 0;
+}
+
+void iso_mounts_free(struct iso_mounts *mp)
+{
+    for (size_t i = 0; i < mp->n; i++)
+        free(mp->m[i].path);
+    free(mp->m);
+    free(mp->index);
+    mp->m = NULL;
+    mp->index = NULL;
+    mp->n = mp->cap = mp->index_cap = 0;
 }
 
 static void add_keep(struct iso_mounts *mp, const char *path)
@@ -110,170 +193,6 @@ static void add_keep(struct iso_mounts *mp, const char *path)
     strlcpy(mp->keep[mp->n_keep++], path, sizeof mp->keep[0]);
 }
 
-/* One deny pattern being expanded: its glob, the same without a trailing
- * "/ **" (a directory pattern), and the last segment of each, used to
- * reject most names with one fnmatch() before the full glob is tried. */
-struct deny_pat {
-    const char *pattern;
-    char dirpat[4096];
-    const char *last, *dirlast;         /* NULL: no cheap test possible */
-    bool deny_read;                     /* mask; else read-only bind */
-    const char *why;
-    char root[4096];
-};
-
-struct walk {
-    struct iso_mounts *mp;
-    struct deny_pat *pats;
-    size_t npats;
-    const char *root;
-    unsigned entries;
-};
-
-static const char *last_segment(const char *glob)
-{
-    const char *l = strrchr(glob, '/');
-    l = l ? l + 1 : glob;
-    return strstr(l, "**") ? NULL : l;
-}
-
-static void mark(struct iso_mounts *mp, const struct deny_pat *dp, const char *path, bool is_dir)
-{
-    if (hidden(mp, path) || special_tree(path))
-        return;
-    if (dp->deny_read)
-        add_mnt(mp, is_dir ? ISO_MNT_MASK_DIR : ISO_MNT_MASK_FILE, path, dp->why);
-    else
-        add_mnt(mp, ISO_MNT_RO, path, dp->why);
-}
-
-/* Applies every pattern of W rooted at W->root to PATH (named NAME).
- * Returns true when PATH is now masked (no need to look inside). */
-static bool match_entry(struct walk *w, const char *path, const char *name, bool is_dir)
-{
-    bool masked = false;
-
-    for (size_t i = 0; i < w->npats; i++) {
-        const struct deny_pat *dp = &w->pats[i];
-        if (strcmp(dp->root, w->root) != 0)
-            continue;
-        if (dp->dirpat[0]) {
-            /* DIR/ **: only a directory matching DIR is covered, whole. */
-            if (!is_dir || (dp->dirlast && fnmatch(dp->dirlast, name, 0) != 0)
-                || !policy_glob_match(dp->dirpat, path))
-                continue;
-        } else if ((dp->last && fnmatch(dp->last, name, 0) != 0)
-                   || !policy_glob_match(dp->pattern, path)) {
-            continue;
-        }
-        mark(w->mp, dp, path, is_dir);
-        masked = masked || (dp->deny_read && is_dir);
-    }
-    return masked;
-}
-
-static void walk_dir(struct walk *w, char *path, size_t len, int depth)
-{
-    DIR *d;
-    struct dirent *de;
-
-    if (depth > WALK_MAX_DEPTH || hidden(w->mp, path) || special_tree(path))
-        return;
-    d = opendir(path);
-    if (d == NULL)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        size_t nl;
-        bool is_dir;
-
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (++w->entries > WALK_MAX_ENTRIES) {
-            w->mp->truncated = true;
-            break;
-        }
-        /* Symlinks are not followed and not covered: the policy judges
-         * the file they point to, which has its own entry if it matches. */
-        if (de->d_type == DT_LNK)
-            continue;
-        nl = strlen(de->d_name);
-        if (len + 1 + nl >= 4096)
-            continue;
-        if (len > 1)
-            path[len] = '/';
-        memcpy(path + len + (len > 1), de->d_name, nl + 1);
-        is_dir = de->d_type == DT_DIR;
-        if (de->d_type == DT_UNKNOWN) {
-            struct stat st;
-            is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
-        }
-        /* git's object store holds only content-addressed blobs named by
-         * their hash; walking it is most of the cost of a big repository
-         * and it cannot hold a name a deny list means. */
-        if (!match_entry(w, path, de->d_name, is_dir) && is_dir
-            && !(strcmp(de->d_name, "objects") == 0 && len >= 5
-                 && strcmp(path + len - 5, "/.git") == 0))
-            walk_dir(w, path, len + (len > 1) + nl, depth + 1);
-        path[len] = '\0';
-    }
-    closedir(d);
-}
-
-/* Covers what the deny lists name and what exists now.  Literal paths and
- * DIR/ ** patterns cost one lstat; the others are matched during one walk
- * per distinct glob root, bounded in depth and entries. */
-static int expand_denies(struct iso_mounts *mp, const struct policy *p)
-{
-    const struct policy_rule *rr, *rw;
-    size_t nr = policy_rules(p, POLICY_READ_DENY, &rr);
-    size_t nw = policy_rules(p, POLICY_WRITE_DENY, &rw);
-    struct deny_pat *pats = calloc(nr + nw + 1, sizeof *pats);
-    size_t n = 0;
-
-    if (pats == NULL)
-        return -1;
-    for (size_t i = 0; i < nr + nw; i++) {
-        const struct policy_rule *r = i < nr ? &rr[i] : &rw[i - nr];
-        struct deny_pat *dp = &pats[n];
-        struct stat st;
-        size_t pl;
-
-        if (r->pattern == NULL || policy_glob_root(r->pattern, dp->root, sizeof dp->root) < 0)
-            continue;
-        dp->pattern = r->pattern;
-        dp->deny_read = i < nr;
-        dp->why = r->section;
-        pl = strlen(dp->pattern);
-        if (pl > 3 && strcmp(dp->pattern + pl - 3, "/**") == 0 && pl - 3 < sizeof dp->dirpat) {
-            memcpy(dp->dirpat, dp->pattern, pl - 3);
-            dp->dirpat[pl - 3] = '\0';
-            dp->dirlast = last_segment(dp->dirpat);
-        }
-        dp->last = last_segment(dp->pattern);
-        if (lstat(dp->root, &st) < 0 || S_ISLNK(st.st_mode))
-            continue;
-        if (strcmp(dp->root, dp->pattern) == 0 || strcmp(dp->root, dp->dirpat) == 0) {
-            mark(mp, dp, dp->root, S_ISDIR(st.st_mode));  /* a literal path or DIR/ ** */
-            continue;
-        }
-        if (S_ISDIR(st.st_mode))
-            n++;
-    }
-    for (size_t i = 0; i < n; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i; j++)
-            seen = seen || strcmp(pats[j].root, pats[i].root) == 0;
-        if (!seen) {
-            struct walk w = { .mp = mp, .pats = pats, .npats = n, .root = pats[i].root };
-            char path[4096];
-            strlcpy(path, pats[i].root, sizeof path);
-            walk_dir(&w, path, strlen(path), 0);
-        }
-    }
-    free(pats);
-    return 0;
-}
-
 static bool exec_overlaps(const struct policy *p, const char *dir)
 {
     const struct policy_rule *r;
@@ -282,7 +201,7 @@ static bool exec_overlaps(const struct policy *p, const char *dir)
 
     for (size_t i = 0; i < n; i++)
         if (r[i].pattern && policy_glob_root(r[i].pattern, root, sizeof root) == 0
-            && (path_under(root, dir) || path_under(dir, root)))
+            && (iso_path_under(root, dir) || iso_path_under(dir, root)))
             return true;
     return false;
 }
@@ -360,12 +279,15 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
             /* Not there at start: stays read-only (see landlock.c). */
             if (stat(buf, &st) < 0 || special_tree(buf) || hidden(mp, buf))
                 continue;
-            add_mnt(mp, ISO_MNT_RW, buf,
-                    exec_overlaps(p, buf) ? "files.write.allow" : "files.write.allow (noexec)");
+            if (iso_mounts_add(mp, ISO_MNT_RW, buf, exec_overlaps(p, buf)
+                               ? "files.write.allow" : "files.write.allow (noexec)") < 0) {
+                iso_errf(err, errsz, "mounts: out of memory");
+                return -1;
+            }
         }
     }
 
-    if (expand_denies(mp, p) < 0) {
+    if (iso_cover_plan(req, mp) < 0) {
         iso_errf(err, errsz, "mounts: out of memory");
         return -1;
     }
@@ -520,6 +442,16 @@ static int mask_source(char *err, size_t errsz)
         return -1;
     }
     close(fd);
+    /* Read-only once here, not per clone: a cover of thousands of files
+     * costs one clone and one attach each. */
+    {
+        struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
+        if (mount_setattr(mnt, "", AT_EMPTY_PATH, &a, sizeof a) < 0) {
+            iso_errf(err, errsz, "mounts: mask read-only: %s", strerror(errno));
+            close(mnt);
+            return -1;
+        }
+    }
     return mnt;
 }
 
@@ -667,7 +599,6 @@ int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
     /* 6. */
     for (size_t i = 0; i < mp->n; i++) {
         const struct iso_mnt *m = &mp->m[i];
-        uint64_t ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
         int rc;
 
         if (m->kind == ISO_MNT_RW)
@@ -677,10 +608,10 @@ int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz)
             return -1;
         switch (m->kind) {
         case ISO_MNT_MASK_FILE:
-            rc = bind_with(masks, "file", m->path, ro, 0);
+            rc = bind_with(masks, "file", m->path, 0, 0);
             break;
         case ISO_MNT_MASK_DIR:
-            rc = bind_with(masks, "dir", m->path, ro, 0);
+            rc = bind_with(masks, "dir", m->path, 0, 0);
             break;
         default:
             rc = bind_with(AT_FDCWD, m->path, m->path, MOUNT_ATTR_RDONLY, 0);
@@ -731,6 +662,7 @@ void iso_mounts_print(const struct iso_mounts *mp, FILE *out)
         fprintf(out, "  %s %s   (%s)\n", kind_name(mp->m[i].kind), mp->m[i].path, mp->m[i].why);
     if (mp->preload[0])
         fprintf(out, "  read-only, executable copy of the guard over %s\n", mp->preload);
-    if (mp->truncated)
-        fprintf(out, "  (deny globs had more matches than are covered at start: the guard decides the rest)\n");
+    fprintf(out, "  deny cover: %lu entries walked, %lu covered in %u ms%s%s\n", mp->walked,
+            mp->covered, mp->walk_ms, mp->incomplete ? "; INCOMPLETE: " : "",
+            mp->incomplete ? mp->incomplete_why : "");
 }

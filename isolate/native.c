@@ -408,6 +408,8 @@ static void layers_string(const struct plan *pl, bool guard, char *out, size_t o
         snprintf(buf, sizeof buf, "landlock-v%d", pl->ll->abi);
         add_layer(out, outsz, buf);
     }
+    if (pl->ns && pl->mp->incomplete)
+        add_layer(out, outsz, "cover-incomplete");
     add_layer(out, outsz, "seccomp");
     if (pl->notify)
         add_layer(out, outsz, "supervisor");
@@ -448,6 +450,22 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
     }
     if (iso_mounts_plan(req, pl.mp, err, errsz) < 0)
         goto out;
+    /* A cover that stops somewhere leaves what lies beyond readable by a
+     * static program: never silently.  Refused where isolation was asked
+     * for; under auto, started with the degradation said and recorded. */
+    if (pl.mp->incomplete && strict) {
+        iso_errf(err, errsz, "isolation: the deny-read cover is incomplete: %s; not starting, "
+                 "since a static program could read what is not covered (narrow the deny "
+                 "globs, raise SBX_COVER_BUDGET_MS, or run with --isolation auto)",
+                 pl.mp->incomplete_why);
+        goto out;
+    }
+    if (pl.mp->incomplete) {
+        strlcpy(child->warning, "the deny-read cover is incomplete: a static program may "
+                "read deny-read files it does not cover (the guard decides for dynamic "
+                "ones): ", sizeof child->warning);
+        strlcat(child->warning, pl.mp->incomplete_why, sizeof child->warning);
+    }
     pl.notify = true;
     if (iso_seccomp_build(pl.notify, &pl.bpf, err, errsz) < 0)
         goto out;
@@ -466,6 +484,8 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
         rc = -1;
 out:
     iso_bpf_free(&pl.bpf);
+    if (pl.mp)
+        iso_mounts_free(pl.mp);
     free(pl.mp);
     free(pl.ll);
     return rc;

@@ -148,6 +148,8 @@ int iso_print(const struct iso_request *req, FILE *out)
     print_container(req, mp, netns, out);
     rc = 0;
 out:
+    if (mp)
+        iso_mounts_free(mp);
     free(mp);
     free(ll);
     return rc;

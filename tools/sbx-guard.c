@@ -47,6 +47,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <bsd/stdlib.h>
 #include <bsd/string.h>
 #include <sha2.h>
 
@@ -723,12 +724,18 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     }
     snprintf(detail, dsz, "isolation %s: layers %s", iso_mode_name(r->o.isolation),
              g->child.layers);
+    if (g->child.warning[0]) {
+        strlcat(detail, "; WARNING: ", dsz);
+        strlcat(detail, g->child.warning, dsz);
+    }
     record(g, SBX_OP_START, SBX_ALLOW, r->cmdline, detail);
     if (strcmp(g->child.layers, "guard") == 0)
         warnx("WARNING: isolation none: only the in-process guard is active; a static "
               "binary or a raw system call is not stopped");
     else
         warnx("agent %s (run %s): %s", r->name, r->run_id, detail);
+    if (g->child.warning[0])
+        warnx("WARNING: %s", g->child.warning);
     if (!g->child.guard)
         warnx("WARNING: %s is a static program: the guard (preload) is not in the "
               "agent's first process, and its calls are recorded only where the kernel "
@@ -753,6 +760,22 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     return code;
 }
 
+/* What the environment says about the kernel layer (docs/isolation.md). */
+static void kernel_options(struct iso_request *req)
+{
+    /* A long deny cover says how far it got, on our stderr. */
+    req->progress = stderr;
+    /* How long covering deny-read files at start may take. */
+    const char *budget = getenv("SBX_COVER_BUDGET_MS");
+    if (budget && budget[0]) {
+        const char *errstr = NULL;
+        req->cover_budget_ms = (unsigned)strtonum(budget, 1, 24LL * 3600 * 1000, &errstr);
+        if (errstr)
+            errx(EXIT_GUARD_FAILED, "SBX_COVER_BUDGET_MS=%s: %s (milliseconds, 1 to 86400000)",
+                 budget, errstr);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct run r = { 0 };
@@ -771,6 +794,7 @@ int main(int argc, char **argv)
         .policy = r.pol, .mode = r.o.isolation, .workspace = r.info->workspace,
         .runtime_dir = r.rt_abs, .audit_db = r.db_abs, .preload = r.preload,
     };
+    kernel_options(&g.req);
     if (r.o.print_isolation) {
         char *const none[] = { NULL };
         g.req.argv = r.o.cmd[0] ? r.o.cmd : none;

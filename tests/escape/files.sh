@@ -141,4 +141,68 @@ test_control_socket_is_out_of_reach_and_events_socket_alone_is_there() {
     assert_contains "$out" "events.sock"
 }
 
+# ---- the deny cover is complete whatever the tree ------------------------
+
+# big_tree DIR N: N small files under DIR (a node_modules-like tree).
+big_tree() {
+    python3 - "$1" "$2" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, "pkg%03d" % (i // 100), "lib")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "f%05d.js" % i), "w") as f:
+        f.write("x")
+PY
+}
+
+test_static_program_cannot_read_a_env_file_at_depth_14() {
+    d=a/b/c/d/e/f/g/h/i/j/k/l/m/n
+    mkdir -p "$d"
+    echo secret >"$d/.env"
+    out=$(native -- "$ESC" read "$d/.env") || true
+    assert_eq "$out" "fail EACCES"
+}
+
+test_static_program_can_read_none_of_300_pem_files() {
+    mkdir -p certs
+    i=0
+    while [ $i -lt 300 ]; do
+        echo KEY >"certs/k$i.pem"
+        echo "certs/k$i.pem" >>list.txt
+        i=$((i + 1))
+    done
+    out=$(native -- "$ESC" readlist list.txt) || true
+    assert_contains "$out" "readable 0 of 300"
+}
+
+test_static_program_can_read_none_of_40_env_files_beside_a_25000_file_tree() {
+    big_tree node_modules 25000
+    i=0
+    while [ $i -lt 40 ]; do
+        mkdir -p "svc$i/config"
+        echo secret >"svc$i/config/.env"
+        echo "svc$i/config/.env" >>list.txt
+        i=$((i + 1))
+    done
+    out=$(native -- "$ESC" readlist list.txt) || true
+    assert_contains "$out" "readable 0 of 40"
+}
+
+test_a_cover_past_its_budget_is_refused_under_native_and_said_under_auto() {
+    big_tree node_modules 5000
+    echo secret >.env
+    rc=0
+    SBX_COVER_BUDGET_MS=1 native -- "$ESC" read .env >"$T/out" 2>"$T/err" || rc=$?
+    assert_eq "$rc" 125 "exit status under native"
+    assert_not_contains "$(cat "$T/out")" ok
+    assert_contains "$(cat "$T/err")" "cover is incomplete"
+    assert_contains "$(cat "$T/err")" "budget"
+    rc=0
+    SBX_COVER_BUDGET_MS=1 guard --isolation auto --name auto -- /bin/true 2>"$T/err" || rc=$?
+    assert_eq "$rc" 0 "exit status under auto"
+    assert_contains "$(cat "$T/err")" "WARNING: the deny-read cover is incomplete"
+    expect_row agent=auto op=start "reason~cover-incomplete" "reason~budget"
+}
+
 run_tests

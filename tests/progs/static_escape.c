@@ -8,6 +8,9 @@
  *
  *   static_escape read PATH            openat(O_RDONLY) and read a byte
  *   static_escape openat2 PATH         openat2(O_RDONLY)
+ *   static_escape readlist FILE        tries to read each path listed in FILE
+ *                                      (one a line); prints "readable N of M"
+ *                                      and each path it could read
  *   static_escape write PATH           openat(O_WRONLY|O_CREAT|O_TRUNC) + write
  *   static_escape exec PATH [ARG...]   execve (prints only on failure)
  *   static_escape envexec PATH [ARG...] execve with an empty environment
@@ -68,6 +71,34 @@ static int do_read(const char *path)
     if (syscall(SYS_read, fd, &c, 1) < 0)
         return result(-1);
     return result(0);
+}
+
+static int do_readlist(const char *list)
+{
+    FILE *f = fopen(list, "r");
+    char line[4096];
+    unsigned n = 0, readable = 0;
+
+    if (f == NULL)
+        return result(-1);
+    while (fgets(line, sizeof line, f)) {
+        char c;
+        long fd;
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '\0')
+            continue;
+        n++;
+        fd = syscall(SYS_openat, AT_FDCWD, line, O_RDONLY);
+        if (fd >= 0 && syscall(SYS_read, fd, &c, 1) >= 0) {
+            readable++;
+            printf("read %s\n", line);
+        }
+        if (fd >= 0)
+            syscall(SYS_close, fd);
+    }
+    fclose(f);
+    printf("readable %u of %u\n", readable, n);
+    return readable ? 0 : 1;
 }
 
 static int do_exec(char **argv, bool empty_env)
@@ -154,6 +185,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (strcmp(cmd, "read") == 0)
         return do_read(a);
+    if (strcmp(cmd, "readlist") == 0)
+        return do_readlist(a);
     if (strcmp(cmd, "openat2") == 0) {
         struct open_how how = { .flags = O_RDONLY };
         return result(syscall(SYS_openat2, AT_FDCWD, a, &how, sizeof how));
