@@ -96,7 +96,8 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--only", default="", help="run the workloads whose name has this")
     ap.add_argument("--verbose", action="store_true", help="print every sample")
-    ap.add_argument("--modes", default="none,native")
+    ap.add_argument("--modes", default="none,native",
+                    help="of none, native, native-open (native, opens supervised), bwrap")
     a = ap.parse_args()
     guard = os.path.join(a.build, "bin", "sbx-guard")
     tmp = tempfile.mkdtemp(prefix="sbx-bench-")
@@ -166,9 +167,13 @@ def main():
                     if pre:
                         subprocess.run(pre, cwd=cwd, env=env)
                     settle(env)
-                    c = cmd if m == "bare" else [guard, "--policy", policy, "--isolation", m,
+                    # native-open: native with every open supervised
+                    # (SBX_SUPERVISE_OPEN=1, docs/isolation.md)
+                    iso = "native" if m == "native-open" else m
+                    menv = dict(env, SBX_SUPERVISE_OPEN="1") if m == "native-open" else env
+                    c = cmd if m == "bare" else [guard, "--policy", policy, "--isolation", iso,
                                                  "--workspace", ws, "--no-notify", "--"] + cmd
-                    samples[m].append(timed(c, cwd, env))
+                    samples[m].append(timed(c, cwd, menv))
         except RuntimeError as e:
             print(f"{name:32} failed: {e}")
             continue
@@ -194,6 +199,9 @@ def main():
         if "none" in samples and "native" in samples and not name.startswith("start-up"):
             r = statistics.median(n / g for n, g in zip(samples["native"], samples["none"]))
             cols.append(f"{r:5.2f}x (native/none)")
+        if "native" in samples and "native-open" in samples and not name.startswith("start-up"):
+            r = statistics.median(o / n for o, n in zip(samples["native-open"], samples["native"]))
+            cols.append(f"{r:5.2f}x (open/native)")
         shown = f"{bare * 1e9:6.0f}ns/op" if name.startswith("open+close") else f"{bare * 1000:8.1f}ms"
         print(f"{name:32} {shown:>10} " + " ".join(f"{c:>18}" for c in cols))
     pf = os.path.join(env["SBX_RUNTIME_DIR"], "sbx-auditd.pid")

@@ -95,10 +95,31 @@ static const char *last_segment(const char *glob)
     return strstr(l, "**") ? NULL : l;
 }
 
+/* A deny-read file with other names: its inode, for the supervised open
+ * (the cover masks this name only). */
+static int note_links(struct iso_mounts *mp, const char *path)
+{
+    struct stat st;
+    struct iso_inode *l;
+
+    if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink < 2)
+        return 0;
+    l = reallocarray(mp->links, mp->n_links + 1, sizeof *l);
+    if (l == NULL)
+        return -1;
+    mp->links = l;
+    mp->links[mp->n_links].dev = st.st_dev;
+    mp->links[mp->n_links].ino = st.st_ino;
+    mp->n_links++;
+    return 0;
+}
+
 static int mark(struct iso_mounts *mp, const struct deny_pat *dp, const char *path, bool is_dir)
 {
     if (iso_mounts_skip(mp, path))
         return 0;
+    if (dp->deny_read && !is_dir && note_links(mp, path) < 0)
+        return -1;
     if (dp->deny_read)
         return iso_mounts_add(mp, is_dir ? ISO_MNT_MASK_DIR : ISO_MNT_MASK_FILE, path, dp->why);
     return iso_mounts_add(mp, ISO_MNT_RO, path, dp->why);

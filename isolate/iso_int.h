@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/filter.h>
+#include <linux/types.h>
 
 #include "isolate.h"
 
@@ -95,15 +96,18 @@ struct iso_bpf {
     struct sock_filter *insns;  /* malloc'd; iso_bpf_free */
     unsigned short len;
 };
+/* What the filter hands to the supervisor (NOTIFY below). */
+#define ISO_NOTIFY_EXEC_NET 1u  /* execve, execveat, connect, sendto(addr) */
+#define ISO_NOTIFY_OPEN     2u  /* open, openat, openat2, creat */
 /* Builds the filter: EPERM list, clone namespace flags, clone3 ENOSYS,
- * personality, bad arch kills, and (NOTIFY) user notification for execve,
- * execveat and connect. */
-int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz);
+ * personality, bad arch kills, and user notification for the calls NOTIFY
+ * names (0: none; true is ISO_NOTIFY_EXEC_NET). */
+int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t errsz);
 void iso_bpf_free(struct iso_bpf *b);
 /* Installs B with SECCOMP_FILTER_FLAG_NEW_LISTENER when NOTIFY; returns the
  * listener fd (NOTIFY), 0, or -1/errno.  Needs no_new_privs. */
 int iso_seccomp_install(const struct iso_bpf *b, bool notify);
-void iso_seccomp_print(bool notify, FILE *out);
+void iso_seccomp_print(unsigned notify, FILE *out);
 
 /* ---- mounts.c and cover.c ---------------------------------------------- */
 
@@ -122,7 +126,7 @@ struct iso_mnt {
 };
 
 /* The default time budget of the deny cover.  The walk looks at about
- * 300,000 entries a second on a laptop-class disk in cache (a 25,000-file
+ * 500,000 entries a second with a warm cache (a 25,000-file
  * node_modules costs 45 ms), so 30 s is a tree of millions of entries: one
  * that cannot be a project directory; an agent given / or a home as its
  * workspace is refused rather than kept waiting for minutes
@@ -148,6 +152,11 @@ struct iso_mounts {
      * required, and recorded as a degradation under auto. */
     bool incomplete;
     char incomplete_why[512];
+    size_t n_links;
+    struct iso_inode { dev_t dev; ino_t ino; } *links;
+                                /* deny-read files with more than one name
+                                 * (malloc'd): their other names are not
+                                 * covered, the supervised open refuses them */
     unsigned long walked;       /* directory entries looked at */
     unsigned long covered;      /* deny matches covered */
     unsigned walk_ms;
@@ -205,5 +214,21 @@ const char *iso_bwrap_path(void);
 /* iso_supervise without a callback, used while iso_spawn waits for the
  * agent's own execve (which is itself notified). */
 int iso_supervise_quiet(int fd, const struct iso_request *req);
+/* supervise_open.c: decides one notified open (open, openat, openat2,
+ * creat): *DENY set when the path, resolved as the caller sees it, is under
+ * files.read.deny (or files.write.deny for a write), with the event to
+ * record in EV (strings in BUF).  0, or -1 with errno when the arguments
+ * cannot be read (the kernel then fails the call the same way). */
+struct sbx_event_desc;
+int iso_decide_open(const struct iso_request *req, pid_t pid, long nr, const __u64 args[6],
+                    bool *deny, struct sbx_event_desc *ev, char *buf, size_t bufsz);
+/* Hands the supervised open the deny-read inodes of the plan (copied). */
+int iso_supervise_deny_inodes(const struct iso_inode *links, size_t n);
+/* What supervisor.c lends supervise_open.c: reading the caller's memory
+ * and resolving paths in its view (see supervisor.c). */
+int iso_sup_read_str(pid_t pid, uint64_t addr, char *buf, size_t size);
+ssize_t iso_sup_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
+int iso_sup_proc_link(pid_t pid, const char *what, char *out, size_t outsz);
+int iso_sup_resolve_in(pid_t pid, const char *abs, char *out, size_t outsz);
 
 #endif

@@ -47,6 +47,9 @@ struct iso_request {
                                  * files at start (0: the default) */
     FILE *progress;             /* where a long cover reports progress,
                                  * or NULL */
+    bool supervise_open;        /* native: every open of the agent is
+                                 * judged by the supervisor against the
+                                 * deny lists (docs/isolation.md) */
     char *const *argv;          /* the agent's command */
     char *const *envp;          /* its complete environment */
 };

@@ -178,6 +178,9 @@ void iso_mounts_free(struct iso_mounts *mp)
         free(mp->m[i].path);
     free(mp->m);
     free(mp->index);
+    free(mp->links);
+    mp->links = NULL;
+    mp->n_links = 0;
     mp->m = NULL;
     mp->index = NULL;
     mp->n = mp->cap = mp->index_cap = 0;

@@ -66,7 +66,7 @@ struct status_msg {
 
 struct plan {
     const struct iso_request *req;
-    bool ns, netns, landlock, notify;
+    bool ns, netns, landlock, notify, notify_open;
     struct iso_mounts *mp;
     struct iso_landlock *ll;
     struct iso_bpf bpf;
@@ -412,7 +412,7 @@ static void layers_string(const struct plan *pl, bool guard, char *out, size_t o
         add_layer(out, outsz, "cover-incomplete");
     add_layer(out, outsz, "seccomp");
     if (pl->notify)
-        add_layer(out, outsz, "supervisor");
+        add_layer(out, outsz, pl->notify_open ? "supervisor,supervisor-open" : "supervisor");
     add_layer(out, outsz, "rlimits");
 }
 
@@ -467,7 +467,13 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
         strlcat(child->warning, pl.mp->incomplete_why, sizeof child->warning);
     }
     pl.notify = true;
-    if (iso_seccomp_build(pl.notify, &pl.bpf, err, errsz) < 0)
+    pl.notify_open = req->supervise_open && !pi->audit_mode;
+    if (pl.notify_open && iso_supervise_deny_inodes(pl.mp->links, pl.mp->n_links) < 0) {
+        iso_errf(err, errsz, "isolation: out of memory");
+        goto out;
+    }
+    if (iso_seccomp_build(ISO_NOTIFY_EXEC_NET | (pl.notify_open ? ISO_NOTIFY_OPEN : 0),
+                          &pl.bpf, err, errsz) < 0)
         goto out;
     pl.ns = true;
     pl.netns = iso_net_loopback_only(req->policy);

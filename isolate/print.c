@@ -137,7 +137,7 @@ int iso_print(const struct iso_request *req, FILE *out)
         iso_landlock_print(ll, out);
         if (ll->abi <= 0 && (req->mode == ISO_NATIVE || pi->isolation_required))
             fprintf(out, "  -> iso_spawn will refuse to start\n");
-        iso_seccomp_print(true, out);
+        iso_seccomp_print(ISO_NOTIFY_EXEC_NET | (req->supervise_open ? ISO_NOTIFY_OPEN : 0), out);
         fprintf(out, "supervisor (in sbx-guard, outside the agent): every execve/execveat and\n"
                      "  connect is judged by files.exec, commands and network.connect, recorded\n"
                      "  (layer supervisor), and refused with EACCES when plainly denied; exec of\n"

@@ -140,7 +140,21 @@ static int add(scmp_filter_ctx ctx, uint32_t action, long nr, unsigned n,
     return 0;
 }
 
-int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
+/* The opens the supervisor sees with ISO_NOTIFY_OPEN (every way to open a
+ * file by name; open_by_handle_at is refused above). */
+static int add_open_notify(scmp_filter_ctx ctx, char *err, size_t errsz)
+{
+    static const struct { long nr; const char *name; } opens[] = {
+        { SYS_open, "open" }, { SYS_openat, "openat" }, { SYS_openat2, "openat2" },
+        { SYS_creat, "creat" },
+    };
+    for (size_t i = 0; i < sizeof opens / sizeof opens[0]; i++)
+        if (add(ctx, SCMP_ACT_NOTIFY, opens[i].nr, 0, NULL, opens[i].name, err, errsz) < 0)
+            return -1;
+    return 0;
+}
+
+int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t errsz)
 {
     scmp_filter_ctx ctx;
     uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
@@ -219,6 +233,8 @@ int iso_seccomp_build(bool notify, struct iso_bpf *out, char *err, size_t errsz)
         if (add(ctx, SCMP_ACT_NOTIFY, SYS_sendto, 1, &to, "sendto(addr)", err, errsz) < 0)
             goto out;
     }
+    if ((notify & ISO_NOTIFY_OPEN) && add_open_notify(ctx, err, errsz) < 0)
+        goto out;
 
     /* Export through a memfd: libseccomp 2.5 writes BPF only to an fd. */
     mfd = memfd_create("sbx-seccomp", MFD_CLOEXEC);
@@ -264,7 +280,7 @@ int iso_seccomp_install(const struct iso_bpf *b, bool notify)
     return notify ? (int)rc : 0;
 }
 
-void iso_seccomp_print(bool notify, FILE *out)
+void iso_seccomp_print(unsigned notify, FILE *out)
 {
     fprintf(out, "seccomp (inherited by every process of the agent; no_new_privs):\n");
     fprintf(out, "  other architectures (32-bit int 0x80 ABI): kill the process\n");
@@ -279,4 +295,7 @@ void iso_seccomp_print(bool notify, FILE *out)
     if (notify)
         fprintf(out, "  %-18s NOTIFY the supervisor in sbx-guard decides (" NOTIFY_LIST ")\n",
                 "exec/connect/sendto");
+    if (notify & ISO_NOTIFY_OPEN)
+        fprintf(out, "  %-18s NOTIFY the supervisor refuses opens of deny-read/write paths "
+                "(open, openat, openat2, creat)\n", "open");
 }

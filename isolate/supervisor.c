@@ -361,6 +361,27 @@ static int loader_program(char *const *argv)
     return -1;
 }
 
+/* For supervise_open.c (iso_int.h). */
+int iso_sup_read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
+{
+    return read_str(pid, addr, buf, size);
+}
+
+ssize_t iso_sup_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+    return read_mem(pid, addr, buf, len);
+}
+
+int iso_sup_proc_link(pid_t pid, const char *what, char *out, size_t outsz)
+{
+    return proc_link(pid, what, out, outsz);
+}
+
+int iso_sup_resolve_in(pid_t pid, const char *abs, char *out, size_t outsz)
+{
+    return resolve_in(pid, abs, out, outsz);
+}
+
 /* ---- answering ---------------------------------------------------------- */
 
 static struct seccomp_notif_sizes sizes;
@@ -719,6 +740,15 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
     case SYS_connect:
     case SYS_sendto:
         decide_connect(req, n, &o, &fault);
+        break;
+    case SYS_open:
+    case SYS_openat:
+    case SYS_openat2:
+    case SYS_creat:
+        if (iso_decide_open(req, (pid_t)n->pid, (long)n->data.nr, n->data.args, &o.deny,
+                            &o.ev, o.target, sizeof o.target) < 0)
+            fault = errno;
+        o.report = o.deny;
         break;
     default:
         break;

@@ -765,6 +765,9 @@ static void kernel_options(struct iso_request *req)
 {
     /* A long deny cover says how far it got, on our stderr. */
     req->progress = stderr;
+    /* Opens judged by the supervisor (docs/isolation.md: its cost). */
+    const char *sup_open = getenv("SBX_SUPERVISE_OPEN");
+    req->supervise_open = sup_open && strcmp(sup_open, "1") == 0;
     /* How long covering deny-read files at start may take. */
     const char *budget = getenv("SBX_COVER_BUDGET_MS");
     if (budget && budget[0]) {

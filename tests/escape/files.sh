@@ -205,4 +205,32 @@ test_a_cover_past_its_budget_is_refused_under_native_and_said_under_auto() {
     expect_row agent=auto op=start "reason~cover-incomplete" "reason~budget"
 }
 
+# ---- supervised opens (SBX_SUPERVISE_OPEN=1): deny files made after start -
+
+test_a_env_file_created_after_start_is_unreadable_to_a_static_program_with_supervised_opens() {
+    echo secret >notes.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- /bin/sh -c "$ESC rename notes.txt .env; $ESC read .env; $ESC openat2 .env") || true
+    assert_eq "$out" "ok
+fail EACCES
+fail EACCES"
+    expect_row op=open-read decision=deny layer=supervisor "target~/.env" "rule~files.read.deny"
+    expect_row op=start "reason~supervisor-open"
+}
+
+test_a_hard_link_made_before_start_is_unreadable_with_supervised_opens() {
+    echo secret >.env
+    ln .env notes.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" read notes.txt) || true
+    assert_eq "$out" "fail EACCES"
+    expect_row op=open-read decision=deny layer=supervisor "target~/notes.txt" "reason~hard link"
+}
+
+test_supervised_opens_leave_ordinary_work_alone() {
+    git init -q .
+    echo hello >README
+    out=$(SBX_SUPERVISE_OPEN=1 native -- /bin/sh -c 'git add README && git -c user.email=a@example.com -c user.name=agent commit -q -m first && git log --oneline && python3 -c "print(open(\"README\").read().strip())"') || true
+    assert_contains "$out" first
+    assert_contains "$out" hello
+}
+
 run_tests
