@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <bsd/string.h>
 
 #include "iso_int.h"
 
@@ -234,6 +235,63 @@ static void test_mounts_cover_existing_deny_files_and_hide_the_store(void **stat
     assert_true(file);
     assert_true(dir);
     assert_true(store);
+    iso_mounts_free(mp);
+    free(mp);
+    policy_free(p);
+}
+
+/* The old walk stopped at depth 12, 20,000 entries and 256 mounts. */
+static void test_cover_is_complete_past_the_old_limits_and_has_no_duplicates(void **state)
+{
+    struct policy *p = load("version: 1\n");
+    struct iso_request r;
+    struct iso_mounts *mp = calloc(1, sizeof *mp);
+    char err[256], path[1024], deep[1024];
+    char *argv[] = { "/bin/true", NULL };
+    size_t pems = 0, under_ssh = 0;
+    bool deep_env = false, ssh_dir = false;
+    (void)state;
+    /* 600 *.pem in one directory, a .env at depth 20, and a .ssh holding
+     * *.pem files: the directory is masked whole, its files not again. */
+    snprintf(path, sizeof path, "%s/certs", tmpdir);
+    mkdir(path, 0755);
+    for (int i = 0; i < 600; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "certs/k%d.pem", i);
+        write_file(rel, "K\n");
+    }
+    snprintf(deep, sizeof deep, "%s", tmpdir);
+    for (int d = 0; d < 20; d++) {
+        strlcat(deep, "/d", sizeof deep);
+        mkdir(deep, 0755);
+    }
+    strlcpy(path, deep, sizeof path);
+    strlcat(path, "/.env", sizeof path);
+    fclose(fopen(path, "w"));
+    snprintf(deep, sizeof deep, "%s/.ssh", tmpdir);
+    mkdir(deep, 0700);
+    write_file(".ssh/a.pem", "K\n");
+    write_file(".ssh/b.pem", "K\n");
+    request(&r, p, ISO_NATIVE, argv);
+    assert_int_equal(iso_mounts_plan(&r, mp, err, sizeof err), 0);
+    assert_false(mp->incomplete);
+    for (size_t i = 0; i < mp->n; i++) {
+        if (mp->m[i].kind != ISO_MNT_MASK_FILE && mp->m[i].kind != ISO_MNT_MASK_DIR)
+            continue;
+        pems += strstr(mp->m[i].path, "/certs/k") != NULL;
+        under_ssh += strstr(mp->m[i].path, "/.ssh/") != NULL;
+        deep_env = deep_env || strcmp(mp->m[i].path, path) == 0;
+        ssh_dir = ssh_dir || (mp->m[i].kind == ISO_MNT_MASK_DIR
+                              && strcmp(strrchr(mp->m[i].path, '/'), "/.ssh") == 0);
+        for (size_t j = i + 1; j < mp->n; j++)
+            assert_false(mp->m[j].kind == mp->m[i].kind
+                         && strcmp(mp->m[j].path, mp->m[i].path) == 0);
+    }
+    assert_int_equal(pems, 600);
+    assert_true(deep_env);
+    assert_true(ssh_dir);
+    assert_int_equal(under_ssh, 0);
+    iso_mounts_free(mp);
     free(mp);
     policy_free(p);
 }
@@ -262,6 +320,7 @@ static void test_bwrap_command_line_binds_the_workspace_writable(void **state)
     assert_true(bind);
     assert_true(seccomp);
     iso_argv_free(bw);
+    iso_mounts_free(mp);
     free(mp);
     policy_free(p);
 }
@@ -278,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_only_loopback_policies_get_a_net_namespace),
         cmocka_unit_test(test_landlock_rules_sit_on_the_glob_roots),
         cmocka_unit_test(test_mounts_cover_existing_deny_files_and_hide_the_store),
+        cmocka_unit_test(test_cover_is_complete_past_the_old_limits_and_has_no_duplicates),
         cmocka_unit_test(test_bwrap_command_line_binds_the_workspace_writable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
