@@ -82,7 +82,7 @@ static int append_life(struct daemon *d, enum sbx_op op, enum sbx_decision dec, 
     struct sbx_event_view v;
     if (n == 0 || sbx_event_decode(d->scratch, n, &v) < 0)
         return -1;
-    return daemon_append_view(d, &v, a, pid, uid);
+    return batch_append_view(d, &v, a, pid, uid);
 }
 
 static struct agent *running_agent(struct daemon *d, const char *name)
@@ -91,18 +91,6 @@ static struct agent *running_agent(struct daemon *d, const char *name)
         if (!a->ended && a->guard && strcmp(a->name, name) == 0)
             return a;
     return NULL;
-}
-
-void agent_maybe_free(struct daemon *d, struct agent *a)
-{
-    if (!a->ended || a->nrings > 0 || a->kill || a->guard)
-        return;
-    for (struct agent **pp = &d->agents; *pp; pp = &(*pp)->next)
-        if (*pp == a) {
-            *pp = a->next;
-            break;
-        }
-    free(a);
 }
 
 static bool name_ok(const char *s)
@@ -146,10 +134,9 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
     if (e)
         return reply_err(c, "guard_pid: %s", e);
 
-    struct agent *a = calloc(1, sizeof *a);
+    struct agent *a = registry_agent_new(d, name);
     if (!a)
         return reply_err(c, "out of memory");
-    strlcpy(a->name, name, sizeof a->name);
     random_hex(a->run_id, 6);
     random_hex(a->token, 32);
     a->uid = c->uid;
@@ -171,16 +158,13 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
     if (audit_store_agent_start(d->store, &row, &a->ref) < 0 ||
         append_life(d, SBX_OP_START, SBX_ALLOW, a, a->guard_pid, c->uid, cmd, ws, pname,
                     reason) < 0 ||
-        daemon_commit(d, true) < 0) {
-        daemon_store_failed(d);
-        free(a);
+        batch_commit(d, true) < 0) {
+        batch_failed(d);
+        registry_agent_discard(a);
         return reply_err(c, "audit store: cannot record the start: %s",
                          audit_store_errmsg(d->store));
     }
-    a->guard = c;
-    c->agent = a;
-    a->next = d->agents;
-    d->agents = a;
+    registry_agent_add(d, a, c);
     daemon_log("agent %s registered: run %s, guard pid %d", a->name, a->run_id, (int)guard_pid);
     sbx_msg_start(&outbuf, "OK");
     sbx_msg_add(&outbuf, "run_id", a->run_id);
@@ -258,13 +242,13 @@ static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg 
         /* What a supervisor saw (an exec, a connect): into the open batch,
          * committed with the rings' rows rather than one commit per exec,
          * and held until then so that a failed batch loses none of them. */
-        if (daemon_hold(d, d->scratch, n, c->agent, pid, c->uid) < 0)
+        if (batch_hold(d, d->scratch, n, c->agent, pid, c->uid) < 0)
             return reply_err(c, "audit store: too many rows wait for a failed store");
         return reply_ok(c);
     }
-    if (daemon_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
-        daemon_commit(d, true) < 0) {
-        daemon_store_failed(d);
+    if (batch_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
+        batch_commit(d, true) < 0) {
+        batch_failed(d);
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
     }
     reply_ok(c);
@@ -279,8 +263,8 @@ static void end_agent(struct daemon *d, struct agent *a, int status, const char 
     rings_drain(d, 0, false);
     if (append_life(d, SBX_OP_EXIT, SBX_ALLOW, a, pid, uid, detail, NULL, NULL, reason) < 0 ||
         audit_store_agent_end(d->store, a->run_id, (int64_t)sbx_now_ns(), status, detail) < 0 ||
-        daemon_commit(d, true) < 0) {
-        daemon_store_failed(d);
+        batch_commit(d, true) < 0) {
+        batch_failed(d);
         daemon_log("agent %s: cannot record its end: %s", a->name,
                    audit_store_errmsg(d->store));
     }
@@ -310,7 +294,6 @@ static void do_exit(struct daemon *d, struct conn *c, const struct sbx_msg *m)
 static void kill_finish(struct killreq *kr)
 {
     if (kr->from) {
-        kr->from->kill = NULL;
         if (kr->failed)
             reply_err(kr->from, "%s", kr->result);
         else {
@@ -319,7 +302,7 @@ static void kill_finish(struct killreq *kr)
             send_out(kr->from);
         }
     }
-    free(kr);
+    registry_kill_end(kr);
 }
 
 static void kill_note(struct killreq *kr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -348,7 +331,7 @@ static void send_cmd(struct agent *a, const char *kind, uint64_t req)
 }
 
 /* A hard kill of A is over (confirmed, failed, timed out, guard gone). */
-static void kill_target_done(struct daemon *d, struct agent *a, bool ok, const char *detail)
+static void kill_target_done(struct agent *a, bool ok, const char *detail)
 {
     struct killreq *kr = a->kill;
     a->kill = NULL;
@@ -361,7 +344,6 @@ static void kill_target_done(struct daemon *d, struct agent *a, bool ok, const c
     }
     if (--kr->outstanding == 0)
         kill_finish(kr);
-    agent_maybe_free(d, a);
 }
 
 static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
@@ -406,8 +388,8 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
             audit_store_agent_killed(d->store, targets[i]->run_id, by, reason) < 0)
             recorded = false;
     }
-    if (!recorded || daemon_commit(d, true) < 0) {
-        daemon_store_failed(d);
+    if (!recorded || batch_commit(d, true) < 0) {
+        batch_failed(d);
         /* Stopping the agent matters more than the record of it: go on,
          * and say so. */
         daemon_log("KILL NOT RECORDED (%s); carrying it out anyway",
@@ -416,7 +398,7 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     }
     daemon_log("kill%s requested by %s for %s%s: %s", soft ? " (soft)" : "", by,
                to_all ? "all agents" : name, recorded ? "" : " [not recorded]", reason);
-    struct killreq *kr = calloc(1, sizeof *kr);
+    struct killreq *kr = registry_kill_new(d, c);
     if (!kr)
         return reply_err(c, "out of memory");
     kr->deadline_ms = daemon_now_ms() + KILL_TIMEOUT_MS;
@@ -439,13 +421,11 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     }
     if (!recorded)
         kill_note(kr, "WARNING: the kill could not be recorded in the audit store");
-    kr->from = c;
-    c->kill = kr;
     if (kr->outstanding == 0)
         kill_finish(kr);
 }
 
-static void do_done(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+static void do_done(struct conn *c, const struct sbx_msg *m)
 {
     const char *req = sbx_msg_get(m, "req"), *res = sbx_msg_get(m, "result");
     const char *detail = sbx_msg_get(m, "detail");
@@ -453,7 +433,7 @@ static void do_done(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     if (!a || !a->kill || !req || strtoull(req, NULL, 10) != a->cmd_req)
         return;     /* a late or repeated confirmation: nothing waits for it */
     bool ok = res && strcmp(res, "0") == 0;
-    kill_target_done(d, a, ok, ok ? detail : (detail && *detail ? detail : "the guard failed"));
+    kill_target_done(a, ok, ok ? detail : (detail && *detail ? detail : "the guard failed"));
 }
 
 void ctl_tick(struct daemon *d)
@@ -464,7 +444,7 @@ void ctl_tick(struct daemon *d)
         if (!a->kill)
             continue;
         if (now >= a->kill->deadline_ms) {
-            kill_target_done(d, a, false, "kill recorded and sent, but its guard did not "
+            kill_target_done(a, false, "kill recorded and sent, but its guard did not "
                              "confirm within 5 s");
         }
     }
@@ -474,9 +454,9 @@ static void do_sync(struct daemon *d, struct conn *c)
 {
     rings_catch_up(d);
     for (int i = 0; i < 1000 && rings_drain(d, 0, false) > 0; i++)
-        if (daemon_commit(d, false) < 0)
+        if (batch_commit(d, false) < 0)
             break;
-    if (daemon_commit(d, false) < 0)
+    if (batch_commit(d, false) < 0)
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
     sbx_msg_start(&outbuf, "OK");
     sbx_msg_addf(&outbuf, "last_id", "%lld", (long long)audit_store_last_id(d->store));
@@ -485,26 +465,18 @@ static void do_sync(struct daemon *d, struct conn *c)
 
 /* ---- connections --------------------------------------------------------- */
 
+/* The peer hung up: a guard's agent ends with it (and a hard kill of it is
+ * over: its guard is gone), then the registry ends the connection. */
 static void conn_close(struct daemon *d, struct conn *c)
 {
     struct agent *a = c->agent;
-    if (a) {
-        a->guard = NULL;
+    if (a && a->guard == c) {
         if (!a->ended)
             end_agent(d, a, -1, "guard connection lost", c->pid, c->uid);
         if (a->kill)
-            kill_target_done(d, a, true, "its guard exited");
-        agent_maybe_free(d, a);
+            kill_target_done(a, true, "its guard exited");
     }
-    if (c->kill)
-        c->kill->from = NULL;
-    for (struct conn **pp = &d->conns; *pp; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    close(c->fd);
-    free(c);
+    registry_conn_drop(d, c);
 }
 
 void ctl_accept(struct daemon *d)
@@ -523,31 +495,19 @@ void ctl_accept(struct daemon *d)
             daemon_log("%s", why);
             if (append_life(d, SBX_OP_KILL, SBX_DENY, NULL, cr.pid, cr.uid, "control.sock",
                             NULL, "control.sock: same uid or root", why) == 0)
-                daemon_commit(d, true);
+                batch_commit(d, true);
             close(fd);
             continue;
         }
-        struct conn *c = calloc(1, sizeof *c);
-        if (!c) {
+        if (!registry_conn_new(d, fd, cr.uid, cr.pid))
             close(fd);
-            continue;
-        }
-        c->fd = fd;
-        c->uid = cr.uid;
-        c->pid = cr.pid;
-        c->ep = (struct ep){ EP_CONN, c };
-        if (daemon_epoll_add(d, fd, &c->ep, EPOLLIN | EPOLLRDHUP) < 0) {
-            close(fd);
-            free(c);
-            continue;
-        }
-        c->next = d->conns;
-        d->conns = c;
     }
 }
 
 void conn_on_event(struct daemon *d, struct conn *c, uint32_t events)
 {
+    if (c->closing)
+        return;
     if (events & EPOLLIN) {
         struct iovec iov = { .iov_base = inbuf, .iov_len = SBX_CTL_MAX };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -569,7 +529,7 @@ void conn_on_event(struct daemon *d, struct conn *c, uint32_t events)
         else if (strcmp(m.verb, "EXIT") == 0)
             do_exit(d, c, &m);
         else if (strcmp(m.verb, "DONE") == 0)
-            do_done(d, c, &m);
+            do_done(c, &m);
         else if (strcmp(m.verb, "KILL") == 0)
             do_kill(d, c, &m);
         else if (strcmp(m.verb, "SYNC") == 0)

@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,207 +32,10 @@
 #define BATCH_ROWS      20000
 #define BATCH_MS        50
 #define DRAIN_BUDGET    4096        /* records per ring per loop turn */
-#define RETRY_MS        1000        /* after a failed commit */
 #define HEAD_EVERY_MS   200         /* the head file follows routine commits */
 #define LINGER_MS       50          /* after the last event: poll, not sleep, */
 #define POLL_MS         1           /* ... every POLL_MS */
 #define PRUNE_EVERY_MS  3600000
-
-uint64_t daemon_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-void daemon_log(const char *fmt, ...)
-{
-    char msg[1024], when[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "%s sbx-auditd[%d]: %s\n", when, (int)getpid(), msg);
-}
-
-int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events)
-{
-    struct epoll_event e = { .events = events, .data.ptr = ep };
-    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
-        daemon_log("epoll_ctl: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
-                       const struct agent *a, int64_t pid, int64_t uid)
-{
-    /* SQLite wants NUL-terminated text: copy the strings out of the
-     * record.  The buffer is sized for the largest record. */
-    static char buf[SBX_REC_MAX + SBX_EV_NSTR];
-    const char *s[SBX_EV_NSTR];
-    size_t off = 0;
-    for (int i = 0; i < SBX_EV_NSTR; i++) {
-        if (!v->str[i]) {
-            s[i] = NULL;
-            continue;
-        }
-        memcpy(buf + off, v->str[i], v->len[i]);
-        buf[off + v->len[i]] = '\0';
-        s[i] = buf + off;
-        off += v->len[i] + 1;
-    }
-    struct audit_row row = {
-        .ts_ns = (int64_t)v->ts_ns, .agent = a ? a->name : NULL, .run_id = a ? a->run_id : NULL,
-        .agent_ref = a ? a->ref : 0, .pid = pid, .uid = uid,
-        .op = sbx_op_name(v->op), .target = s[SBX_EV_TARGET], .target2 = s[SBX_EV_TARGET2],
-        .decision = sbx_decision_name(v->decision), .rule = s[SBX_EV_RULE],
-        .reason = s[SBX_EV_REASON], .layer = sbx_layer_name(v->layer), .err = v->err,
-        .flags = v->flags,
-    };
-    if (audit_store_pending(d->store) == 0)
-        d->batch_started_ms = daemon_now_ms();
-    if (audit_store_append(d->store, &row) < 0) {
-        daemon_store_failed(d);
-        return -1;
-    }
-    return 0;
-}
-
-void daemon_store_failed(struct daemon *d)
-{
-    uint64_t now = daemon_now_ms();
-    if (now - d->last_fail_log_ms >= 5000 || d->last_fail_log_ms == 0) {
-        daemon_log("AUDIT STORE WRITE FAILED: %s; events stay in the agents' rings "
-                   "and are retried every %d ms (agents block, then fail closed, when "
-                   "their rings fill)", audit_store_errmsg(d->store), RETRY_MS);
-        d->last_fail_log_ms = now;
-    }
-    /* The batch is gone: take its events again from the rings, later. */
-    audit_store_rollback(d->store);
-    rings_rewind(d);
-    d->store_failed = true;
-    d->store_retry_ms = now + RETRY_MS;
-}
-
-/* Rows waiting for a failed store, at most: beyond, EVENT is refused. */
-#define HELD_MAX 100000
-
-static int append_held(struct daemon *d, const struct held *h)
-{
-    struct sbx_event_view v;
-    if (sbx_event_decode(h->rec, h->len, &v) < 0)
-        return 0;               /* encoded by us: cannot happen */
-    struct agent a;
-    memset(&a, 0, sizeof a);
-    memcpy(a.name, h->name, sizeof a.name);
-    memcpy(a.run_id, h->run_id, sizeof a.run_id);
-    a.ref = h->ref;
-    return daemon_append_view(d, &v, &a, h->pid, h->uid);
-}
-
-int daemon_hold(struct daemon *d, const unsigned char *rec, size_t len,
-                const struct agent *a, int64_t pid, int64_t uid)
-{
-    if (d->n_held >= HELD_MAX)
-        return -1;
-    struct held *h = malloc(sizeof *h + len);
-    if (!h)
-        return -1;
-    memset(h, 0, sizeof *h);
-    if (a) {
-        memcpy(h->name, a->name, sizeof h->name);
-        memcpy(h->run_id, a->run_id, sizeof h->run_id);
-        h->ref = a->ref;
-    }
-    h->pid = pid;
-    h->uid = uid;
-    h->len = len;
-    memcpy(h->rec, rec, len);
-    *d->held_tail = h;
-    d->held_tail = &h->next;
-    d->n_held++;
-    /* While the store is failed the batch is not open: the row goes in at
-     * the next retry (held_replay). */
-    if (!d->store_failed)
-        (void)append_held(d, h);
-    return 0;
-}
-
-static void held_release(struct daemon *d)
-{
-    while (d->held) {
-        struct held *h = d->held;
-        d->held = h->next;
-        free(h);
-    }
-    d->held_tail = &d->held;
-    d->n_held = 0;
-}
-
-/* After a failed batch, at the retry: the held rows go into the new batch
- * before the rings are drained again. */
-static void held_replay(struct daemon *d)
-{
-    for (struct held *h = d->held; h && !d->store_failed; h = h->next)
-        if (append_held(d, h) < 0)
-            break;
-}
-
-int daemon_commit(struct daemon *d, bool durable)
-{
-    if (d->store_failed) {
-        /* Something in this batch failed already (and it was rolled
-         * back): committing now would commit only its remainder. */
-        audit_store_rollback(d->store);
-        return -1;
-    }
-    if (audit_store_commit(d->store, durable) < 0) {
-        daemon_store_failed(d);
-        return -1;
-    }
-    rings_publish(d);
-    held_release(d);
-    int64_t head = audit_store_last_id(d->store);
-    uint64_t now = daemon_now_ms();
-    if (head != d->logged_head && (durable || now - d->last_head_log_ms >= 60000)) {
-        char hex[2 * AUDIT_HASH_LEN + 1];
-        audit_store_last_hash_hex(d->store, hex);
-        daemon_log("chain head: row %lld hash %s", (long long)head, hex);
-        d->logged_head = head;
-        d->last_head_log_ms = now;
-    }
-    return 0;
-}
-
-int daemon_accept(struct daemon *d, int listen_fd, const char *what)
-{
-    for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0)
-            return fd;
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if ((errno == EMFILE || errno == ENFILE) && d->reserve_fd >= 0) {
-            /* Free the spare, take the connection and drop it, re-arm. */
-            daemon_log("%s: out of file descriptors; dropping a connection", what);
-            close(d->reserve_fd);
-            fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0)
-                close(fd);
-            d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-            continue;
-        }
-        if (errno != EAGAIN)
-            daemon_log("%s: accept: %s", what, strerror(errno));
-        return -1;
-    }
-}
 
 static int listen_on(const char *path, mode_t mode, bool passcred)
 {
@@ -268,7 +70,7 @@ static void maybe_prune(struct daemon *d)
     if (!d->retain_ns || daemon_now_ms() < d->next_prune_ms)
         return;
     d->next_prune_ms = daemon_now_ms() + PRUNE_EVERY_MS;
-    if (daemon_commit(d, false) < 0)
+    if (batch_commit(d, false) < 0)
         return;
     int64_t n = 0;
     int64_t before = (int64_t)sbx_now_ns() - d->retain_ns;
@@ -315,13 +117,8 @@ static void turn(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
     size_t got = 0;
-    if (now >= d->store_retry_ms) {
-        bool was_failed = d->store_failed;
-        d->store_failed = false;
-        if (was_failed)
-            held_replay(d);
+    if (batch_retry(d))
         got = rings_drain(d, DRAIN_BUDGET, false);
-    }
     size_t pending = audit_store_pending(d->store);
     /* Events came a moment ago: more are likely (an agent at work).  Then
      * the batch grows until BATCH_MS or BATCH_ROWS rather than being
@@ -331,7 +128,7 @@ static void turn(struct daemon *d)
     if (pending && ((got == 0 && !lingering) || pending >= BATCH_ROWS ||
                     rings_uncommitted(d) >= SBX_RING_SLOTS / 2 ||
                     now - d->batch_started_ms >= BATCH_MS))
-        daemon_commit(d, false);
+        batch_commit(d, false);
     if (audit_store_pending(d->store) == 0 &&
         audit_store_checkpoint(d->store, got == 0 && now - d->last_busy_ms >= 1000) < 0)
         daemon_log("audit store: %s", audit_store_errmsg(d->store));
@@ -339,6 +136,7 @@ static void turn(struct daemon *d)
         d->last_busy_ms = now;
     rings_reap(d);
     ctl_tick(d);
+    registry_reap(d);
     maybe_prune(d);
 
     int timeout = 0;
@@ -378,6 +176,8 @@ static void turn(struct daemon *d)
         rings_wake(d);
     for (int i = 0; i < n; i++)
         handle(d, &ev[i]);
+    /* What the handlers ended is freed here, after the last of them. */
+    registry_reap(d);
 }
 
 static void close_listeners(struct daemon *d)
@@ -404,10 +204,10 @@ static void shutdown_all(struct daemon *d)
     rings_mark_gone(d);
     for (int tries = 0; tries < 50; tries++) {
         while (rings_drain(d, 0, true) > 0) {
-            if (daemon_commit(d, false) < 0)
+            if (batch_commit(d, false) < 0)
                 break;
         }
-        if (daemon_commit(d, true) == 0)
+        if (batch_commit(d, true) == 0)
             break;
         struct timespec ts = { 0, 100000000 };
         nanosleep(&ts, NULL);
@@ -425,7 +225,8 @@ static void shutdown_all(struct daemon *d)
  * keeps leak checkers quiet about real leaks). */
 static void free_all(struct daemon *d)
 {
-    held_release(d);
+    batch_release_held(d);
+    registry_free_all(d);
     while (d->rings) {
         struct ring *r = d->rings;
         d->rings = r->next;
@@ -436,18 +237,6 @@ static void free_all(struct daemon *d)
         if (r->pidfd >= 0)
             close(r->pidfd);
         free(r);
-    }
-    while (d->conns) {
-        struct conn *c = d->conns;
-        d->conns = c->next;
-        free(c->kill);
-        close(c->fd);
-        free(c);
-    }
-    while (d->agents) {
-        struct agent *a = d->agents;
-        d->agents = a->next;
-        free(a);
     }
     if (d->epfd >= 0)
         close(d->epfd);

@@ -1,7 +1,13 @@
 /*
- * daemon.h — sbx-auditd's insides: the event loop (daemon.c), the agents'
- * rings (rings.c) and the control socket (control.c).  One thread, one
- * epoll loop, a timer by way of epoll_wait's timeout; no framework.
+ * daemon.h — sbx-auditd's insides.  One thread, one epoll loop, a timer by
+ * way of epoll_wait's timeout; no framework.  The files call downward only:
+ *
+ *   daemon.c    the loop: sockets, signals, commit policy, shutdown
+ *   control.c   control.sock: registration, guard events, exits, kills
+ *   rings.c     the agents' rings: registration, draining, sleep handshake
+ *   batch.c     the open store batch: append, hold, commit, failure
+ *   registry.c  the one owner of agents, connections and kill requests
+ *   base.c      clock, log, epoll registration, accept
  *
  * Life of an event: a producer commits it into its ring; the loop drains
  * rings into the open store batch; a commit makes the batch durable in the
@@ -9,8 +15,11 @@
  * after its event is in the store.  A failed commit rolls back and rewinds
  * the rings: nothing is lost, producers wait (and after 2 s fail closed).
  *
- * Memory: the daemon owns every struct here; agents are freed when ended
- * and ringless, rings when their process is gone and their events are
+ * Memory: the daemon owns every struct here.  Agents, connections and kill
+ * requests are created by registry.c, ended by their handlers (an agent's
+ * `ended`, a connection's `closing`, a kill's `done`) and freed by
+ * registry_reap alone, between turns, once nothing points at them; rings
+ * are freed by rings_reap when their process is gone and their events are
  * committed.  Functions return 0 / -1 and log what went wrong.
  */
 #ifndef SBX_AUDIT_DAEMON_H
@@ -54,9 +63,11 @@ struct ring {
 
 /* A kill request from sbx-kill, waiting for guards to confirm. */
 struct killreq {
+    struct killreq *next;
     struct conn *from;          /* NULL if the requester went away */
     int outstanding;
     bool failed;
+    bool done;                  /* answered: freed by registry_reap */
     uint64_t deadline_ms;
     char result[1024];
 };
@@ -66,6 +77,7 @@ struct agent {
     char name[128], run_id[40], token[72];
     int64_t ref;                /* agents.id in the store */
     struct conn *guard;         /* NULL once the guard's connection ended */
+    /* Freed once ended, with no guard, no ring and no kill in progress. */
     bool ended;
     bool soft_killed;
     int nrings;
@@ -86,7 +98,7 @@ struct conn {
     pid_t pid;
     struct agent *agent;        /* the agent this guard registered */
     struct killreq *kill;       /* a kill this client waits for */
-    bool closing;
+    bool closing;               /* hung up: fd closed, freed by registry_reap */
     bool noreply;               /* the request being handled wants no answer */
 };
 
@@ -110,6 +122,7 @@ struct daemon {
     struct ring *rings;
     struct agent *agents;
     struct conn *conns;
+    struct killreq *kills;
     char events_path[4096], ctl_path[4096];
     uid_t uid;
     bool stopping;
@@ -130,26 +143,67 @@ struct daemon {
     unsigned char plain[SBX_REC_MAX];  /* a ring record, references expanded */
 };
 
-/* daemon.c */
+/* A log line's rate limit: see daemon_log_limited. */
+struct log_limit {
+    uint64_t window_ms, lines, dropped;
+};
+
+/* base.c */
 uint64_t daemon_now_ms(void);
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
-/* A store write failed: roll back, rewind the rings, retry later. */
-void daemon_store_failed(struct daemon *d);
-int daemon_commit(struct daemon *d, bool durable);
-/* Puts the encoded record REC (from control.sock) into the open batch and
- * keeps it until a commit has stored it (or the store failed: then it goes
- * into the batch after the next retry).  0, or -1 when too many rows are
- * already waiting for a failed store. */
-int daemon_hold(struct daemon *d, const unsigned char *rec, size_t len,
-                const struct agent *a, int64_t pid, int64_t uid);
+/* daemon_log, at most a few lines a second per LIMIT (what an agent can
+ * cause: it must not be able to fill the disk through our log). */
+void daemon_log_limited(struct log_limit *limit, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
 /* accept4 on LISTEN (non-blocking, close-on-exec); -1 when there is
  * nothing (more) to accept.  Out of descriptors, it drops the connection
  * rather than spin on a listener that stays readable. */
 int daemon_accept(struct daemon *d, int listen_fd, const char *what);
-/* Sets up sockets and the store; runs until SIGTERM.  Exit status. */
-int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
+
+/* registry.c: agents, connections, kill requests.  Nothing here frees but
+ * registry_reap and registry_free_all. */
+/* A new agent named NAME, not yet in the registry; NULL without memory. */
+struct agent *registry_agent_new(struct daemon *d, const char *name);
+/* Puts A in the registry, its guard on connection GUARD. */
+void registry_agent_add(struct daemon *d, struct agent *a, struct conn *guard);
+/* Frees an agent that registry_agent_add never saw. */
+void registry_agent_discard(struct agent *a);
+/* A connection on FD, in epoll and the registry; NULL on failure (FD is
+ * the caller's to close). */
+struct conn *registry_conn_new(struct daemon *d, int fd, uid_t uid, pid_t pid);
+/* Ends C: closes its descriptor and unhooks it from its agent and its kill
+ * request.  The struct stays valid until registry_reap. */
+void registry_conn_drop(struct daemon *d, struct conn *c);
+/* A kill request from FROM (FROM->kill is set); NULL without memory. */
+struct killreq *registry_kill_new(struct daemon *d, struct conn *from);
+/* The kill request is answered: unhooked from its requester, freed later. */
+void registry_kill_end(struct killreq *kr);
+/* Frees what has ended and what nothing points at any more.  The loop
+ * calls it between turns, never inside a handler. */
+void registry_reap(struct daemon *d);
+/* At exit: ends and frees everything left. */
+void registry_free_all(struct daemon *d);
+
+/* batch.c */
+/* Appends one event row from a decoded record.  0, or -1 (the batch failed:
+ * batch_failed has run). */
+int batch_append_view(struct daemon *d, const struct sbx_event_view *v,
+                      const struct agent *a, int64_t pid, int64_t uid);
+/* Puts the encoded record REC (from control.sock) into the open batch and
+ * keeps it until a commit has stored it (or the store failed: then it goes
+ * into the batch after the next retry).  0, or -1 when too many rows are
+ * already waiting for a failed store. */
+int batch_hold(struct daemon *d, const unsigned char *rec, size_t len,
+               const struct agent *a, int64_t pid, int64_t uid);
+/* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
+int batch_commit(struct daemon *d, bool durable);
+/* A store write failed: roll back, rewind the rings, retry later. */
+void batch_failed(struct daemon *d);
+/* True when the store may be written again (a failed one's retry time has
+ * come and its held rows are back in the batch). */
+bool batch_retry(struct daemon *d);
+void batch_release_held(struct daemon *d);
 
 /* rings.c */
 void rings_accept(struct daemon *d);
@@ -166,8 +220,6 @@ void ring_on_exit(struct daemon *d, struct ring *r);
 size_t rings_drain(struct daemon *d, size_t budget, bool final);
 /* The largest consumed-but-uncommitted span of any ring, in slots. */
 uint64_t rings_uncommitted(const struct daemon *d);
-void rings_publish(struct daemon *d);
-void rings_rewind(struct daemon *d);
 /* Frees rings whose process is gone and whose events are committed. */
 void rings_reap(struct daemon *d);
 /* Sleep protocol: set `sleeping` on every ring; true if any has work. */
@@ -176,15 +228,15 @@ void rings_wake(struct daemon *d);
 void rings_set_killed(struct daemon *d, struct agent *a);
 /* Marks every ring gone (shutdown). */
 void rings_mark_gone(struct daemon *d);
-/* Appends one event row from a decoded record. */
-int daemon_append_view(struct daemon *d, const struct sbx_event_view *v,
-                       const struct agent *a, int64_t pid, int64_t uid);
 
 /* control.c */
 void ctl_accept(struct daemon *d);
 void conn_on_event(struct daemon *d, struct conn *c, uint32_t events);
 /* Periodic work: kill re-sends and timeouts. */
 void ctl_tick(struct daemon *d);
-void agent_maybe_free(struct daemon *d, struct agent *a);
+
+/* daemon.c */
+/* Sets up sockets and the store; runs until SIGTERM.  Exit status. */
+int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
 
 #endif

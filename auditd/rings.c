@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,7 +305,7 @@ static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
                    (int)r->pid);
         return 1;
     }
-    daemon_append_view(d, &v, r->agent, r->pid, r->uid);
+    batch_append_view(d, &v, r->agent, r->pid, r->uid);
     return 1;
 not_ready:
     if (!final)
@@ -361,27 +360,7 @@ uint64_t rings_uncommitted(const struct daemon *d)
     return m;
 }
 
-void rings_publish(struct daemon *d)
-{
-    for (struct ring *r = d->rings; r; r = r->next) {
-        if (!r->hdr || r->committed == r->tail)
-            continue;
-        r->committed = r->tail;
-        atomic_store_explicit(&r->hdr->tail, r->tail, memory_order_release);
-        if (atomic_load(&r->hdr->waiters)) {
-            atomic_fetch_add(&r->hdr->space, 1);
-            syscall(SYS_futex, &r->hdr->space, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
-        }
-    }
-}
-
-void rings_rewind(struct daemon *d)
-{
-    for (struct ring *r = d->rings; r; r = r->next)
-        r->tail = r->committed;
-}
-
-static void ring_free(struct daemon *d, struct ring *r)
+static void ring_free(struct ring *r)
 {
     if (r->hdr) {
         atomic_store(&r->hdr->gone, 1u);
@@ -391,10 +370,8 @@ static void ring_free(struct daemon *d, struct ring *r)
         close(r->sock);     /* closing drops it from epoll too */
     if (r->pidfd >= 0)
         close(r->pidfd);
-    if (r->agent) {
-        r->agent->nrings--;
-        agent_maybe_free(d, r->agent);
-    }
+    if (r->agent)
+        r->agent->nrings--;     /* registry_reap frees it when it is done */
     free(r);
 }
 
@@ -407,7 +384,7 @@ void rings_reap(struct daemon *d)
                      r->tail >= atomic_load(&r->hdr->head)));
         if (done) {
             *pp = r->next;
-            ring_free(d, r);
+            ring_free(r);
         } else {
             pp = &r->next;
         }

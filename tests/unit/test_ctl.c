@@ -218,6 +218,54 @@ static void test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation(vo
     sbx_ctl_close(g);
 }
 
+static pid_t daemon_pid(void)
+{
+    char pf[4096];
+    sbx_path_runtime_file(SBX_PID_FILE, pf, sizeof pf);
+    FILE *f = fopen(pf, "r");
+    int pid = 0;
+    if (f) {
+        if (fscanf(f, "%d", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return (pid_t)pid;
+}
+
+static void test_a_guard_that_exits_and_hangs_up_during_a_hard_kill_leaves_the_daemon_running(
+    void **state)
+{
+    (void)state;
+    /* The kill is outstanding when the guard sends its exit and hangs up
+     * without confirming: the kill ends ("its guard exited") and so does
+     * the connection, and the agent they both point at is freed once. */
+    int g = open_ctl();
+    char id[64], tok[80], err[256];
+    pid_t pid = daemon_pid();
+    assert_true(pid > 0);
+    struct sbx_agent_reg reg = { .name = "hangup", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    struct killer k = { .name = "hangup" };
+    pthread_t th;
+    pthread_create(&th, NULL, kill_thread, &k);
+    struct sbx_ctl_cmd cmd;
+    assert_int_equal(sbx_ctl_recv_cmd(g, &cmd), 1);
+    assert_int_equal(cmd.kind, SBX_CMD_KILL_HARD);
+    assert_int_equal(sbx_ctl_exit(g, 137, "killed by signal 9"), 0);
+    sbx_ctl_close(g);
+    pthread_join(th, NULL);
+    assert_int_equal(k.rc, 0);
+    assert_non_null(strstr(k.res, "killed hangup"));
+    /* Same daemon, still serving (a new connection would start another). */
+    struct timespec ts = { 0, 200000000 };
+    nanosleep(&ts, NULL);
+    assert_int_equal(kill(pid, 0), 0);
+    int fd = open_ctl();
+    assert_still_serving(fd);
+    sbx_ctl_close(fd);
+    assert_int_equal(daemon_pid(), pid);
+}
+
 static void test_an_event_sent_without_waiting_gets_no_answer_and_is_stored(void **state)
 {
     (void)state;
@@ -383,6 +431,8 @@ int main(void)
         cmocka_unit_test(test_killing_an_unknown_agent_is_a_clear_error),
         cmocka_unit_test(test_a_hard_kill_reaches_the_guard_and_waits_for_its_confirmation),
         cmocka_unit_test(test_a_command_arriving_during_a_request_is_kept_for_the_guard),
+        cmocka_unit_test(
+            test_a_guard_that_exits_and_hangs_up_during_a_hard_kill_leaves_the_daemon_running),
         cmocka_unit_test(test_a_soft_kill_sets_the_killed_word_of_the_agents_rings),
         cmocka_unit_test(test_a_ring_with_a_wrong_token_is_refused),
     };

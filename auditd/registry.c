@@ -1,0 +1,143 @@
+/*
+ * registry.c — the one owner of agents, control connections and kill
+ * requests (see daemon.h).  Handlers end things; only registry_reap, run
+ * by the loop between turns, frees them.  So a pointer taken in a handler
+ * stays valid until the handler returns, whatever the handler ends on the
+ * way (an exit, a hang-up and a kill's end may all meet one agent in one
+ * turn).  Calls the base only.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <bsd/string.h>
+
+#include "daemon.h"
+
+struct agent *registry_agent_new(struct daemon *d, const char *name)
+{
+    (void)d;
+    struct agent *a = calloc(1, sizeof *a);
+    if (a)
+        strlcpy(a->name, name, sizeof a->name);
+    return a;
+}
+
+void registry_agent_add(struct daemon *d, struct agent *a, struct conn *guard)
+{
+    a->guard = guard;
+    guard->agent = a;
+    a->next = d->agents;
+    d->agents = a;
+}
+
+void registry_agent_discard(struct agent *a)
+{
+    free(a);
+}
+
+static bool agent_done(const struct agent *a)
+{
+    return a->ended && a->nrings == 0 && !a->kill && !a->guard;
+}
+
+struct conn *registry_conn_new(struct daemon *d, int fd, uid_t uid, pid_t pid)
+{
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->fd = fd;
+    c->uid = uid;
+    c->pid = pid;
+    c->ep = (struct ep){ EP_CONN, c };
+    if (daemon_epoll_add(d, fd, &c->ep, EPOLLIN | EPOLLRDHUP) < 0) {
+        free(c);
+        return NULL;
+    }
+    c->next = d->conns;
+    d->conns = c;
+    return c;
+}
+
+void registry_conn_drop(struct daemon *d, struct conn *c)
+{
+    (void)d;
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (c->agent && c->agent->guard == c)
+        c->agent->guard = NULL;
+    if (c->kill)
+        c->kill->from = NULL;
+    c->kill = NULL;
+    /* Closing drops it from epoll: no event reaches it any more. */
+    close(c->fd);
+    c->fd = -1;
+}
+
+struct killreq *registry_kill_new(struct daemon *d, struct conn *from)
+{
+    struct killreq *kr = calloc(1, sizeof *kr);
+    if (!kr)
+        return NULL;
+    kr->from = from;
+    from->kill = kr;
+    kr->next = d->kills;
+    d->kills = kr;
+    return kr;
+}
+
+void registry_kill_end(struct killreq *kr)
+{
+    if (kr->from)
+        kr->from->kill = NULL;
+    kr->from = NULL;
+    kr->done = true;
+}
+
+void registry_reap(struct daemon *d)
+{
+    for (struct conn **pp = &d->conns; *pp;) {
+        struct conn *c = *pp;
+        if (c->closing) {
+            *pp = c->next;
+            free(c);
+        } else {
+            pp = &c->next;
+        }
+    }
+    for (struct agent **pp = &d->agents; *pp;) {
+        struct agent *a = *pp;
+        if (agent_done(a)) {
+            *pp = a->next;
+            free(a);
+        } else {
+            pp = &a->next;
+        }
+    }
+    for (struct killreq **pp = &d->kills; *pp;) {
+        struct killreq *kr = *pp;
+        /* A kill is done when no target waits and its answer went out. */
+        if (kr->done) {
+            *pp = kr->next;
+            free(kr);
+        } else {
+            pp = &kr->next;
+        }
+    }
+}
+
+void registry_free_all(struct daemon *d)
+{
+    for (struct conn *c = d->conns; c; c = c->next)
+        registry_conn_drop(d, c);
+    for (struct agent *a = d->agents; a; a = a->next) {
+        a->ended = true;
+        a->nrings = 0;
+        a->kill = NULL;
+    }
+    for (struct killreq *kr = d->kills; kr; kr = kr->next)
+        kr->done = true;
+    registry_reap(d);
+}
