@@ -81,26 +81,98 @@ int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events)
     return 0;
 }
 
-int daemon_accept(struct daemon *d, int listen_fd, const char *what)
+/* Descriptors held in reserve: a ring's registration needs two more than
+ * its connection (the memfd in flight, the pidfd), and a recvmsg that
+ * cannot install the memfd drops it (MSG_CTRUNC) and with it the ring.
+ * With the reserve whole, a connection accepted can always register. */
+bool daemon_reserve_take(struct daemon *d)
 {
-    for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd >= 0)
-            return fd;
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if ((errno == EMFILE || errno == ENFILE) && d->reserve_fd >= 0) {
-            /* Free the spare, take the connection and drop it, re-arm. */
-            daemon_log("%s: out of file descriptors; dropping a connection", what);
-            close(d->reserve_fd);
-            fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0)
-                close(fd);
-            d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-            continue;
-        }
-        if (errno != EAGAIN)
-            daemon_log("%s: accept: %s", what, strerror(errno));
+    while (d->nreserve < DAEMON_RESERVE_FDS) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return false;
+        d->reserve[d->nreserve++] = fd;
+    }
+    return true;
+}
+
+void daemon_reserve_release(struct daemon *d)
+{
+    while (d->nreserve > 0)
+        close(d->reserve[--d->nreserve]);
+}
+
+/* How long the listeners rest when descriptors run out: what frees them
+ * is agents' processes exiting, which the loop learns of meanwhile. */
+#define ACCEPT_BACKOFF_MS 50
+
+static void listeners_arm(struct daemon *d, uint32_t events)
+{
+    struct epoll_event e = { .events = events, .data.ptr = &d->ep_ev };
+    if (d->ev_listen >= 0)
+        epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->ev_listen, &e);
+    e.data.ptr = &d->ep_ctl;
+    if (d->ctl_listen >= 0)
+        epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->ctl_listen, &e);
+}
+
+/* Out of descriptors: the listeners rest (new connections wait in the
+ * backlog, their connect(2) blocks once it is full), the connections we
+ * have are served, and every ACCEPT_BACKOFF_MS daemon_accept_resume looks
+ * again.  Accepting and dropping instead would lose the events of every
+ * process turned away, and spinning on a listener that stays readable is
+ * the livelock this replaces. */
+static void accept_pause(struct daemon *d, const char *what)
+{
+    if (!d->accept_paused) {
+        daemon_log_limited(&d->fd_log, "%s: out of file descriptors; new connections wait "
+                           "until some close", what);
+        listeners_arm(d, 0);
+        d->accept_paused = true;
+    }
+    d->accept_resume_ms = daemon_now_ms() + ACCEPT_BACKOFF_MS;
+}
+
+int daemon_accept_resume(struct daemon *d)
+{
+    if (!d->accept_paused)
+        return -1;
+    uint64_t now = daemon_now_ms();
+    if (now < d->accept_resume_ms)
+        return (int)(d->accept_resume_ms - now);
+    if (!daemon_reserve_take(d)) {
+        d->accept_resume_ms = now + ACCEPT_BACKOFF_MS;
+        return ACCEPT_BACKOFF_MS;
+    }
+    d->accept_paused = false;
+    listeners_arm(d, EPOLLIN);
+    daemon_log_limited(&d->fd_log, "file descriptors available again: accepting connections");
+    return -1;
+}
+
+int daemon_accept(struct daemon *d, int listen_fd, const char *what, int *spare)
+{
+    int fd = -1, sp = -1;
+    if (!daemon_reserve_take(d) ||
+        (spare && (sp = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)) {
+        accept_pause(d, what);
         return -1;
     }
+    for (;;) {
+        fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0)
+            break;
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+            accept_pause(d, what);
+        else if (errno != EAGAIN)
+            daemon_log_limited(&d->fd_log, "%s: accept: %s", what, strerror(errno));
+        break;
+    }
+    if (fd < 0 && sp >= 0)
+        close(sp);
+    else if (spare)
+        *spare = sp;
+    return fd;
 }

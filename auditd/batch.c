@@ -169,7 +169,12 @@ int batch_commit(struct daemon *d, bool durable)
         audit_store_rollback(d->store);
         return -1;
     }
-    if (audit_store_commit(d->store, durable) < 0) {
+    /* The commit may need descriptors (the head file, SQLite's own): the
+     * reserve is for this too. */
+    daemon_reserve_release(d);
+    int rc = audit_store_commit(d->store, durable);
+    (void)daemon_reserve_take(d);
+    if (rc < 0) {
         batch_failed(d);
         return -1;
     }

@@ -482,7 +482,7 @@ static void conn_close(struct daemon *d, struct conn *c)
 void ctl_accept(struct daemon *d)
 {
     for (;;) {
-        int fd = daemon_accept(d, d->ctl_listen, "control.sock");
+        int fd = daemon_accept(d, d->ctl_listen, "control.sock", NULL);
         if (fd < 0)
             return;
         struct ucred cr;

@@ -155,6 +155,10 @@ static void turn(struct daemon *d)
         timeout = rings_prepare_sleep(d) ? 0 : now - d->last_busy_ms < 1000 ? 1000 : 10000;
         slept = true;
     }
+    /* Rested listeners (out of descriptors) are looked at again. */
+    int resume = daemon_accept_resume(d);
+    if (resume >= 0 && (timeout < 0 || timeout > resume))
+        timeout = resume;
     /* Pending kills need the tick at least every 100 ms. */
     for (struct agent *a = d->agents; a; a = a->next)
         if (a->kill && (timeout == -1 || timeout > 100))
@@ -163,8 +167,10 @@ static void turn(struct daemon *d)
      * (durable commits write it at once). */
     if (audit_store_head_behind(d->store)) {
         if (now - d->head_ms >= HEAD_EVERY_MS) {
+            daemon_reserve_release(d);
             if (audit_store_flush_head(d->store) < 0)
                 daemon_log("audit store: %s", audit_store_errmsg(d->store));
+            (void)daemon_reserve_take(d);
             d->head_ms = now;
         } else if (timeout < 0 || (uint64_t)timeout > HEAD_EVERY_MS - (now - d->head_ms)) {
             timeout = (int)(HEAD_EVERY_MS - (now - d->head_ms));
@@ -236,14 +242,15 @@ static void free_all(struct daemon *d)
             close(r->sock);
         if (r->pidfd >= 0)
             close(r->pidfd);
+        if (r->spare >= 0)
+            close(r->spare);
         free(r);
     }
     if (d->epfd >= 0)
         close(d->epfd);
     if (d->sigfd >= 0)
         close(d->sigfd);
-    if (d->reserve_fd >= 0)
-        close(d->reserve_fd);
+    daemon_reserve_release(d);
     free(d);
 }
 
@@ -258,7 +265,6 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
     d->retain_ns = retain_ns;
     d->held_tail = &d->held;
     d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
-    d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* Every agent process holds a ring socket and a pidfd here: take all
      * the descriptors we may. */
     struct rlimit rl;

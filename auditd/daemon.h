@@ -50,6 +50,8 @@ struct ring {
     struct ring *next;
     struct ep ep_sock, ep_pid;
     int sock, pidfd;
+    int spare;                  /* kept from accept to registration for the
+                                 * pidfd: a ring accepted can always register */
     struct sbx_ring_hdr *hdr;   /* NULL until registered */
     struct sbx_ring_slot *slots;
     uint64_t tail;              /* consumed (in the open batch) */
@@ -114,9 +116,21 @@ struct held {
     unsigned char rec[];
 };
 
+/* A log line's rate limit: see daemon_log_limited. */
+struct log_limit {
+    uint64_t window_ms, lines, dropped;
+};
+
+#define DAEMON_RESERVE_FDS 4
+
 struct daemon {
     int epfd, sigfd, ev_listen, ctl_listen;
-    int reserve_fd;             /* spare descriptor for EMFILE */
+    int reserve[DAEMON_RESERVE_FDS];  /* descriptors kept for a registration */
+    int nreserve;
+    bool accept_paused;         /* out of descriptors: listeners rest */
+    uint64_t accept_resume_ms;
+    struct log_limit fd_log;    /* lines about descriptors running out */
+    struct log_limit agent_log; /* lines an agent's processes can cause */
     struct ep ep_ev, ep_ctl, ep_sig;
     struct audit_store *store;
     struct ring *rings;
@@ -143,11 +157,6 @@ struct daemon {
     unsigned char plain[SBX_REC_MAX];  /* a ring record, references expanded */
 };
 
-/* A log line's rate limit: see daemon_log_limited. */
-struct log_limit {
-    uint64_t window_ms, lines, dropped;
-};
-
 /* base.c */
 uint64_t daemon_now_ms(void);
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -157,9 +166,18 @@ void daemon_log_limited(struct log_limit *limit, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int daemon_epoll_add(struct daemon *d, int fd, struct ep *ep, uint32_t events);
 /* accept4 on LISTEN (non-blocking, close-on-exec); -1 when there is
- * nothing (more) to accept.  Out of descriptors, it drops the connection
- * rather than spin on a listener that stays readable. */
-int daemon_accept(struct daemon *d, int listen_fd, const char *what);
+ * nothing (more) to accept.  Out of descriptors (or short of the reserve),
+ * the listeners rest and new connections wait in the backlog; nothing is
+ * dropped.  SPARE (if not NULL): a descriptor on /dev/null opened before
+ * the accept, for the caller to close when it needs the room. */
+int daemon_accept(struct daemon *d, int listen_fd, const char *what, int *spare);
+/* Rested listeners: once their time has come and the reserve is whole
+ * again, arms them.  Returns the ms until it wants to look again, or -1. */
+int daemon_accept_resume(struct daemon *d);
+/* The reserve (DAEMON_RESERVE_FDS descriptors on /dev/null): take fills it
+ * and says whether it is whole; release gives it up for a moment. */
+bool daemon_reserve_take(struct daemon *d);
+void daemon_reserve_release(struct daemon *d);
 
 /* registry.c: agents, connections, kill requests.  Nothing here frees but
  * registry_reap and registry_free_all. */

@@ -35,7 +35,8 @@ static void ring_register(struct daemon *d, struct ring *r);
 void rings_accept(struct daemon *d)
 {
     for (;;) {
-        int fd = daemon_accept(d, d->ev_listen, "events.sock");
+        int spare = -1;
+        int fd = daemon_accept(d, d->ev_listen, "events.sock", &spare);
         if (fd < 0)
             return;
         int one = 1;
@@ -43,14 +44,17 @@ void rings_accept(struct daemon *d)
         struct ring *r = calloc(1, sizeof *r);
         if (!r) {
             close(fd);
+            close(spare);
             continue;
         }
         r->sock = fd;
         r->pidfd = -1;
+        r->spare = spare;
         r->ep_sock = (struct ep){ EP_RING_SOCK, r };
         r->ep_pid = (struct ep){ EP_RING_PIDFD, r };
         if (daemon_epoll_add(d, fd, &r->ep_sock, EPOLLIN | EPOLLRDHUP) < 0) {
             close(fd);
+            close(spare);
             free(r);
             continue;
         }
@@ -67,12 +71,12 @@ void rings_catch_up(struct daemon *d)
             ring_register(d, r);
 }
 
-static void reply(int fd, const char *msg)
+static void reply(struct daemon *d, int fd, const char *msg)
 {
     /* A process that has exited already is not an error worth a line. */
     if (send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EPIPE &&
         errno != ECONNRESET)
-        daemon_log("events.sock: reply failed: %s", strerror(errno));
+        daemon_log_limited(&d->agent_log, "events.sock: reply failed: %s", strerror(errno));
 }
 
 /* Compares the N bytes without an early exit (the token is a secret). */
@@ -117,9 +121,20 @@ static void mark_refused(int memfd)
     munmap(map, SBX_RING_HDR_SIZE);
 }
 
-/* Handles the one registration message.  On failure the ring is marked
- * dead without a mapping and freed by rings_reap. */
+static void ring_register_one(struct daemon *d, struct ring *r);
+
+/* Handles the one registration message, with the reserve of descriptors
+ * given up for it (the memfd in flight and the pidfd need two). */
 static void ring_register(struct daemon *d, struct ring *r)
+{
+    daemon_reserve_release(d);
+    ring_register_one(d, r);
+    (void)daemon_reserve_take(d);
+}
+
+/* On failure the ring is marked dead without a mapping and freed by
+ * rings_reap. */
+static void ring_register_one(struct daemon *d, struct ring *r)
 {
     struct sbx_ring_reg reg;
     union {
@@ -163,7 +178,7 @@ static void ring_register(struct daemon *d, struct ring *r)
      * process to an agent. */
     if (!a || strlen(reg.token) != strlen(a->token) ||
         !same_secret(reg.token, a->token, strlen(a->token))) {
-        daemon_log("refused a ring from pid %d uid %u: unknown agent id or wrong token",
+        daemon_log_limited(&d->agent_log, "refused a ring from pid %d uid %u: unknown agent id or wrong token",
                    (int)cred.pid, (unsigned)cred.uid);
         why = "error: unknown agent id or wrong token";
         /* A process that did not wait for this answer learns it from
@@ -195,6 +210,9 @@ static void ring_register(struct daemon *d, struct ring *r)
      * its socket or with that process, and nothing in it is lost). */
     int pidfd = -1;
     socklen_t pl = sizeof pidfd;
+    /* The descriptor kept since accept for this one (see rings_accept). */
+    close(r->spare);
+    r->spare = -1;
     if (getsockopt(r->sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) < 0 || pidfd < 0)
         pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
     r->hdr = h;
@@ -214,11 +232,11 @@ static void ring_register(struct daemon *d, struct ring *r)
     if (pidfd >= 0)
         daemon_epoll_add(d, pidfd, &r->ep_pid, EPOLLIN);
     else
-        daemon_log("pidfd_open(%d): %s; the ring ends with its socket", (int)cred.pid,
-                   strerror(errno));
+        daemon_log_limited(&d->fd_log, "pidfd_open(%d): %s; the ring ends with its socket",
+                           (int)cred.pid, strerror(errno));
     close(fds[0]);
     if (answer)
-        reply(r->sock, "ok");
+        reply(d, r->sock, "ok");
     return;
 fail:
     if (map != MAP_FAILED)
@@ -226,7 +244,10 @@ fail:
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
     if (why && answer)
-        reply(r->sock, why);
+        reply(d, r->sock, why);
+    if (r->spare >= 0)
+        close(r->spare);
+    r->spare = -1;
     r->dead = true;
     epoll_ctl(d->epfd, EPOLL_CTL_DEL, r->sock, NULL);
 }
@@ -292,7 +313,7 @@ static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
     size_t plain = sbx_event_expand(d->scratch, len, (const char *)r->hdr + SBX_RING_TAB_OFF,
                                     SBX_RING_TAB, d->plain, sizeof d->plain);
     if (plain == 0 || sbx_event_decode(d->plain, plain, &v) < 0) {
-        daemon_log("agent %s pid %d: malformed record skipped", r->agent->name, (int)r->pid);
+        daemon_log_limited(&d->agent_log, "agent %s pid %d: malformed record skipped", r->agent->name, (int)r->pid);
         return 1;
     }
     /* A ring speaks for the guard layer inside the agent (the preload may
@@ -301,7 +322,7 @@ static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
     if (v.layer != SBX_LAYER_KERNEL)
         v.layer = SBX_LAYER_GUARD;
     if (v.op == SBX_OP_START || v.op == SBX_OP_EXIT || v.op == SBX_OP_KILL) {
-        daemon_log("agent %s pid %d: lifecycle record from a ring ignored", r->agent->name,
+        daemon_log_limited(&d->agent_log, "agent %s pid %d: lifecycle record from a ring ignored", r->agent->name,
                    (int)r->pid);
         return 1;
     }
@@ -331,7 +352,7 @@ size_t rings_drain(struct daemon *d, size_t budget, bool final)
         if (fin) {
             head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
             if (head < r->tail || head - r->committed > SBX_RING_SLOTS) {
-                daemon_log("agent %s pid %d: ring counters corrupt; ring abandoned",
+                daemon_log_limited(&d->agent_log, "agent %s pid %d: ring counters corrupt; ring abandoned",
                            r->agent->name, (int)r->pid);
                 r->broken = true;
                 continue;
@@ -370,6 +391,8 @@ static void ring_free(struct ring *r)
         close(r->sock);     /* closing drops it from epoll too */
     if (r->pidfd >= 0)
         close(r->pidfd);
+    if (r->spare >= 0)
+        close(r->spare);
     if (r->agent)
         r->agent->nrings--;     /* registry_reap frees it when it is done */
     free(r);
