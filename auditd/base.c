@@ -7,11 +7,14 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <bsd/stdlib.h>
 
 #include "daemon.h"
 
@@ -20,6 +23,31 @@ uint64_t daemon_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* While starting: the pipe to whoever started us (sbx_ctl_open), which
+ * sees our lines there too, so that a start that fails is reported at once
+ * with its reason rather than after a timeout with "see the log". */
+static int startup_fd = -1;
+
+void daemon_startup_begin(void)
+{
+    const char *v = getenv("SBX_AUDITD_READY_FD"), *e = NULL;
+    if (!v)
+        return;
+    int fd = (int)strtonum(v, 3, 65535, &e);
+    unsetenv("SBX_AUDITD_READY_FD");
+    if (!e && fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
+        startup_fd = fd;
+}
+
+void daemon_startup_done(void)
+{
+    if (startup_fd < 0)
+        return;
+    (void)!write(startup_fd, "ready\n", 6);
+    close(startup_fd);
+    startup_fd = -1;
 }
 
 static void vlog(const char *fmt, va_list ap)
@@ -31,6 +59,11 @@ static void vlog(const char *fmt, va_list ap)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     vsnprintf(msg, sizeof msg, fmt, ap);
     fprintf(stderr, "%s sbx-auditd[%d]: %s\n", when, (int)getpid(), msg);
+    if (startup_fd >= 0) {
+        size_t n = strnlen(msg, sizeof msg - 1);
+        msg[n] = '\n';
+        (void)!write(startup_fd, msg, n + 1);
+    }
 }
 
 void daemon_log(const char *fmt, ...)

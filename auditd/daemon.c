@@ -261,6 +261,7 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
     int rc = 1;
     if (!d)
         return 1;
+    daemon_startup_begin();
     d->uid = geteuid();
     d->retain_ns = retain_ns;
     d->held_tail = &d->held;
@@ -319,6 +320,7 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
     d->logged_head = audit_store_last_id(d->store);
     daemon_log("serving %s and %s; store %s (chain head row %lld)", d->events_path,
                d->ctl_path, db_path, (long long)d->logged_head);
+    daemon_startup_done();
     while (!d->stopping)
         turn(d);
     shutdown_all(d);

@@ -158,6 +158,11 @@ struct daemon {
 };
 
 /* base.c */
+/* Start-up reporting: begin takes SBX_AUDITD_READY_FD (set by
+ * sbx_ctl_open), after which every log line goes there too; done says
+ * "ready" and closes it.  A daemon that exits before done has said why. */
+void daemon_startup_begin(void);
+void daemon_startup_done(void);
 uint64_t daemon_now_ms(void);
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* daemon_log, at most a few lines a second per LIMIT (what an agent can

@@ -182,6 +182,7 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         return -1;
     }
     st->ro = readonly;
+    st->lock_fd = -1;
     if (strlcpy(st->path, path, sizeof st->path) >= sizeof st->path ||
         (size_t)snprintf(st->head, sizeof st->head, "%s.head", path) >= sizeof st->head) {
         snprintf(err, errsz, "%s: path too long", path);
@@ -204,6 +205,10 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
             snprintf(err, errsz, "cannot create %s: %s", d, strerror(errno));
             goto fail;
         }
+        /* One writer, and a store that is what its head file says: checked
+         * before anything is created (store_check.c). */
+        if (store_lock(st, err, errsz) < 0 || store_check_present(st, err, errsz) < 0)
+            goto fail;
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (fd < 0) {
             snprintf(err, errsz, "cannot open %s: %s", path, strerror(errno));
@@ -218,6 +223,8 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         goto fail;
     }
     sqlite3_busy_timeout(st->db, 5000);
+    if (!readonly && store_check_integrity(st, err, errsz) < 0)
+        goto fail;
     if (!readonly) {
         /* WAL: readers never block the writer.  NORMAL: a commit is
          * atomic and survives a process crash; only a power loss can take
@@ -239,6 +246,12 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         sqlite3_db_config(st->db, SQLITE_DBCONFIG_LOOKASIDE, NULL, 512, 2000);
         if (prepare(st) < 0 || load_chain_head(st) < 0) {
             snprintf(err, errsz, "%s", st->errmsg);
+            goto fail;
+        }
+        if (store_check_head(st, err, errsz) < 0)
+            goto fail;
+        if (store_note_file(st) < 0) {
+            snprintf(err, errsz, "%s: %s", path, strerror(errno));
             goto fail;
         }
     } else {
@@ -275,6 +288,8 @@ void audit_store_close(struct audit_store *st)
     sqlite3_finalize(st->agent_kill);
     if (st->db)
         sqlite3_close(st->db);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);     /* the file stays: removing it races a new writer */
     free(st);
 }
 
@@ -549,6 +564,10 @@ int audit_store_commit(struct audit_store *st, bool durable)
         return durable ? write_head(st, true) : 0;
     if (st->fault_file[0] && access(st->fault_file, F_OK) == 0) {
         snprintf(st->errmsg, sizeof st->errmsg, "injected fault (%s exists)", "fault file");
+        audit_store_rollback(st);
+        return -1;
+    }
+    if (store_check_same_file(st) < 0) {
         audit_store_rollback(st);
         return -1;
     }

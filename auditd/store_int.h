@@ -4,6 +4,7 @@
 #define SBX_AUDIT_STORE_INT_H
 
 #include <sqlite3.h>
+#include <sys/types.h>
 
 #include "store.h"
 
@@ -22,10 +23,30 @@ struct audit_store {
     int wal_pages;                          /* WAL size after the last commit */
     bool head_dirty;                        /* rows committed after the head file */
     char fault_file[256];                   /* tests: commits fail while it exists */
-    char errmsg[512];
+    char errmsg[1024];
+    int lock_fd;                            /* the writer's flock, -1 if none */
+    dev_t dev;                              /* the file the writer opened */
+    ino_t ino;
 };
 
 void store_set_err(struct audit_store *st, const char *what);
+/* store_check.c: the writer's checks.  Each returns 0, or -1 with the
+ * reason in ERR (or st->errmsg), worded for the operator. */
+/* Reads the head file: 1 and *ID/HASH, 0 when there is none, -1 when it
+ * is unreadable or malformed. */
+int store_read_head(const char *path, int64_t *id, char hash[2 * AUDIT_HASH_LEN + 1]);
+/* Takes the store's writer lock (PATH.lock, flock; held until close). */
+int store_lock(struct audit_store *st, char *err, size_t errsz);
+/* Before the store is opened: a head file without its store is an alarm. */
+int store_check_present(struct audit_store *st, char *err, size_t errsz);
+/* After the chain head is loaded: the store holds what its head names. */
+int store_check_head(struct audit_store *st, char *err, size_t errsz);
+/* SQLite's quick_check (about 1.7 s per million rows). */
+int store_check_integrity(struct audit_store *st, char *err, size_t errsz);
+/* Records which file the writer has open; then, before every commit,
+ * checks that it is still the one at the store's path. */
+int store_note_file(struct audit_store *st);
+int store_check_same_file(struct audit_store *st);
 /* The last pruned row (id 0 and a zero hash when nothing was pruned). */
 int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[AUDIT_HASH_LEN]);
 

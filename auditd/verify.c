@@ -12,28 +12,6 @@ static void hex(const unsigned char *h, char out[2 * AUDIT_HASH_LEN + 1])
         snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
-/* Reads the head file: 1 and *ID/HASH, 0 when there is none, -1 when it
- * is unreadable or malformed. */
-static int read_head(const char *path, int64_t *id, char hash[2 * AUDIT_HASH_LEN + 1])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return errno == ENOENT ? 0 : -1;
-    char line[256];
-    int got = 0;
-    long long v;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "id %lld", &v) == 1) {
-            *id = v;
-            got |= 1;
-        } else if (sscanf(line, "hash %64[0-9a-f]", hash) == 1 && strlen(hash) == 64) {
-            got |= 2;
-        }
-    }
-    fclose(f);
-    return got == 3 ? 1 : -1;
-}
-
 int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *err, size_t errsz)
 {
     memset(res, 0, sizeof *res);
@@ -41,7 +19,7 @@ int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *e
     char head_hash[2 * AUDIT_HASH_LEN + 1] = "";
     /* Head first, then the snapshot: the writer commits before it rewrites
      * the head, so our snapshot is at least as new as the head we read. */
-    int head = read_head(audit_store_head_path(st), &head_id, head_hash);
+    int head = store_read_head(audit_store_head_path(st), &head_id, head_hash);
     sqlite3_stmt *q = NULL;
     int rc = -1;
     if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)

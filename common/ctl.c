@@ -186,8 +186,11 @@ static int try_connect(const char *path)
 }
 
 /* Starts sbx-auditd detached (double fork: it is nobody's child, so a guard
- * that reaps its children never sees it), stderr to RUNDIR/sbx-auditd.log. */
-static int start_daemon(const char *rundir, char *err, size_t errsz)
+ * that reaps its children never sees it), stderr to RUNDIR/sbx-auditd.log.
+ * *READY: the read end of a pipe whose write end the daemon holds as
+ * SBX_AUDITD_READY_FD: it writes its start-up lines there, then "ready" and
+ * closes it, or exits (see daemon_startup_done in auditd/base.c). */
+static int start_daemon(const char *rundir, int *ready, char *err, size_t errsz)
 {
     /* Beside the running program (installed layout); in the build tree the
      * tests and benches live in build/tests[/progs] and build/bench. */
@@ -210,9 +213,16 @@ static int start_daemon(const char *rundir, char *err, size_t errsz)
         snprintf(err, errsz, "cannot create %s: %s", rundir, strerror(errno));
         return -1;
     }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(err, errsz, "pipe: %s", strerror(errno));
+        return -1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errsz, "fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
         return -1;
     }
     if (pid == 0) {
@@ -227,17 +237,67 @@ static int start_daemon(const char *rundir, char *err, size_t errsz)
         }
         if (lfd >= 0)
             dup2(lfd, 2);
-        closefrom(3);
+        /* The pipe's write end becomes descriptor 3 (dup2 clears
+         * close-on-exec; a no-op dup2 does not, hence the fcntl). */
+        if (dup2(p[1], 3) == 3 && fcntl(3, F_SETFD, 0) == 0)
+            setenv("SBX_AUDITD_READY_FD", "3", 1);
+        closefrom(4);
         if (exe[0])
             execl(exe, "sbx-auditd", (char *)NULL);
         execlp("sbx-auditd", "sbx-auditd", (char *)NULL);
         fprintf(stderr, "sbx: cannot start sbx-auditd: %s\n", strerror(errno));
         _exit(127);
     }
+    close(p[1]);
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    *ready = p[0];
     return 0;
+}
+
+/* Reads what a starting daemon says on READY until it closes it (at most
+ * MS).  1: it said "ready"; 0: it closed it saying nothing, or the time
+ * ran out (it may be "already running" elsewhere: try the socket); -1: it
+ * could not start, and its last line is in ERR. */
+static int await_start(int ready, int ms, char *err, size_t errsz)
+{
+    char buf[2048];
+    size_t len = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+        struct pollfd pfd = { .fd = ready, .events = POLLIN };
+        if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
+            return 0;
+        ssize_t n = read(ready, buf + len, sizeof buf - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof buf - 1) {
+            /* keep the end: the last line is what counts */
+            memmove(buf, buf + len / 2, len - len / 2);
+            len -= len / 2;
+        }
+    }
+    buf[len] = '\0';
+    while (len && buf[len - 1] == '\n')
+        buf[--len] = '\0';
+    if (len == 0)
+        return 0;
+    const char *last = strrchr(buf, '\n');
+    last = last ? last + 1 : buf;
+    if (strcmp(last, "ready") == 0)
+        return 1;
+    /* "already running": the other one answers (or is about to). */
+    if (strstr(last, "already running"))
+        return 0;
+    snprintf(err, errsz, "sbx-auditd could not start: %s", last);
+    return -1;
 }
 
 int sbx_ctl_open(bool autostart, char *err, size_t errsz)
@@ -254,9 +314,15 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz)
             snprintf(err, errsz, "sbx-auditd is not running (%s: %s)", path, strerror(errno));
         return s;
     }
-    if (start_daemon(rundir, err, errsz) < 0)
+    int ready = -1;
+    if (start_daemon(rundir, &ready, err, errsz) < 0)
         return -1;
-    for (int i = 0; i < 500; i++) {        /* 5 s: a loaded machine */
+    /* 5 s: a loaded machine, and the store's integrity check. */
+    int said = await_start(ready, 5000, err, errsz);
+    close(ready);
+    if (said < 0)
+        return -1;
+    for (int i = 0; i < 500; i++) {
         if ((s = try_connect(path)) >= 0)
             return s;
         struct timespec ts = { 0, 10000000 };

@@ -63,4 +63,104 @@ test_out_of_descriptors_sbx_auditd_waits_keeps_serving_and_loses_nothing() {
     sbx-audit verify >/dev/null
 }
 
+# run_agent NAME: a guarded `true` (stderr in err.txt); its exit status.
+run_agent() {
+    rc=0
+    guard --isolation none --name "$1" -- true 2>err.txt || rc=$?
+    return $rc
+}
+
+# assert_refused_at_once WHAT: an agent started now exits 125 within 3 s,
+# and sbx-guard's stderr names WHAT.
+assert_refused_at_once() {
+    start=$(date +%s)
+    rc=0; run_agent refused || rc=$?
+    took=$(( $(date +%s) - start ))
+    assert_eq "$rc" 125 "guard exit"
+    assert_contains "$(cat err.txt)" "$1" "sbx-guard's stderr"
+    [ "$took" -le 3 ] || fail "took $took s"
+}
+
+test_a_second_daemon_on_the_same_store_refuses_at_once_and_the_first_serves_on() {
+    run_agent first
+    first=$SBX_RUNTIME_DIR
+    SBX_RUNTIME_DIR=$(mktemp -d /tmp/sbxr.XXXXXX)
+    rc=0; out=$(timeout 10 sbx-auditd 2>&1) || rc=$?
+    [ "$rc" -ne 0 ] || fail "the second daemon exited 0"
+    assert_contains "$out" "is written by another sbx-auditd (pid $(cat "$first/sbx-auditd.pid"))"
+    # through sbx-guard: at once, with the reason
+    assert_refused_at_once "one store has one writer"
+    rm -rf "$SBX_RUNTIME_DIR"
+    SBX_RUNTIME_DIR=$first
+    run_agent second
+    assert_eq "$(count "select count(*) from agents where name in ('first', 'second')")" 2
+    sbx-audit verify >/dev/null
+}
+
+test_a_store_shorter_than_its_head_file_is_refused_and_kept() {
+    "$PROGS/emit_storm" s1 100 1 0 >/dev/null
+    stop_daemon
+    count "delete from events where id > 50"
+    cp "$SBX_AUDIT_DB.head" head.before
+    assert_refused_at_once "AUDIT STORE TRUNCATED"
+    assert_contains "$(cat err.txt)" "ends at row 50"
+    assert_eq "$(count "select max(id) from events")" 50 "rows kept as found"
+    cmp -s head.before "$SBX_AUDIT_DB.head" || fail "the head file changed"
+}
+
+test_a_store_removed_or_emptied_under_its_head_file_is_refused() {
+    "$PROGS/emit_storm" s1 10 1 0 >/dev/null
+    stop_daemon
+    rm "$SBX_AUDIT_DB" "$SBX_AUDIT_DB-wal" "$SBX_AUDIT_DB-shm" 2>/dev/null || true
+    assert_refused_at_once "AUDIT STORE MISSING"
+    assert_file_absent "$SBX_AUDIT_DB"
+    : > "$SBX_AUDIT_DB"
+    assert_refused_at_once "is empty but its head file"
+    assert_contains "$(cat "$SBX_AUDIT_DB.head")" "id 12"
+}
+
+test_a_store_with_garbage_mid_file_is_refused_with_the_cause() {
+    "$PROGS/emit_storm" g1 5000 1 0 >/dev/null
+    stop_daemon
+    pages=$(count "pragma page_count")
+    [ "$pages" -gt 20 ] || fail "only $pages pages"
+    # one page in the middle overwritten, the header left alone
+    head -c 4096 /dev/urandom | dd of="$SBX_AUDIT_DB" bs=4096 seek=$((pages / 2)) conv=notrunc 2>/dev/null
+    size=$(stat -c %s "$SBX_AUDIT_DB")
+    assert_refused_at_once "AUDIT STORE DAMAGED"
+    assert_eq "$(stat -c %s "$SBX_AUDIT_DB")" "$size" "store size"
+}
+
+test_an_unreadable_store_is_reported_by_sbx_guard_at_once() {
+    mkdir -p "$(dirname "$SBX_AUDIT_DB")"
+    head -c 65536 /dev/urandom > "$SBX_AUDIT_DB"
+    assert_refused_at_once "sbx-auditd could not start"
+    assert_contains "$(cat err.txt)" "$SBX_AUDIT_DB"
+}
+
+test_a_store_deleted_while_the_daemon_runs_is_an_alarm_and_guarded_calls_fail_closed() {
+    run_agent before
+    EMIT_STORM_GO="$T/go" "$PROGS/emit_storm" late 9000 1 0 > late.out 2>&1 &
+    ep=$!
+    i=0; until [ "$(count "select count(*) from agents where name = 'late'")" = 1 ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    # The store goes (moved away: as good as deleted for its path).
+    mv "$SBX_AUDIT_DB" "$T/moved.db"
+    # A new agent cannot be recorded: refused, with the reason.
+    rc=0; run_agent after || rc=$?
+    assert_eq "$rc" 125 "guard exit"
+    assert_contains "$(cat err.txt)" "AUDIT STORE REMOVED"
+    # A running agent's events go to its ring, not to the lost file; once
+    # the ring is full its guarded calls fail closed.
+    touch "$T/go"
+    rc=0; wait $ep || rc=$?
+    assert_eq "$rc" 1 "emit_storm exit"
+    assert_contains "$(cat late.out)" "emitted 9000 failed 808"
+    assert_contains "$(cat "$SBX_RUNTIME_DIR/sbx-auditd.log")" "AUDIT STORE REMOVED"
+    assert_file_absent "$SBX_AUDIT_DB"
+    # Put back, the store takes what the ring held: nothing of it is lost.
+    mv "$T/moved.db" "$SBX_AUDIT_DB"
+    i=0; until [ "$(count "select count(*) from events where target like 'storm:%'")" = 8192 ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(count "select count(distinct target) from events where target like 'storm:%'")" 8192
+}
+
 run_tests

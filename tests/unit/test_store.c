@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,6 +205,9 @@ static void test_verify_detects_a_replaced_chain_through_the_head_file(void **st
     sqlite3_exec(db, "DELETE FROM events WHERE id = 5", NULL, NULL, NULL);
     sqlite3_close(db);
     char err[512];
+    /* A writer refuses a store shorter than its head file (the next test):
+     * the forger moves the head file away first. */
+    assert_int_equal(unlink(head), 0);
     assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), 0);
     struct audit_row r = { .ts_ns = 1, .agent = "coder", .op = "exec", .decision = "allow",
                            .layer = "guard", .target = "/bin/true" };
@@ -218,6 +222,59 @@ static void test_verify_detects_a_replaced_chain_through_the_head_file(void **st
     assert_false(v.ok);
     assert_int_equal(v.bad_id, 5);
     audit_store_close(st);
+}
+
+static void test_a_writer_refuses_a_store_shorter_than_its_head_file(void **state)
+{
+    (void)state;
+    /* Rows removed from the end (or the whole store emptied) under the
+     * head file: appending would start the chain again from an earlier
+     * row, and the history would be gone without a trace. */
+    struct audit_store *st = fresh();
+    fill(st, 5);
+    audit_store_close(st);
+    sqlite3 *db;
+    sqlite3_open(path, &db);
+    sqlite3_exec(db, "DELETE FROM events WHERE id >= 4", NULL, NULL, NULL);
+    sqlite3_close(db);
+    char err[1024];
+    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), -1);
+    assert_non_null(strstr(err, "AUDIT STORE TRUNCATED"));
+    assert_non_null(strstr(err, "ends at row 3"));
+    assert_non_null(strstr(err, "names row 5"));
+    /* The evidence is kept: the store still ends at row 3. */
+    sqlite3_open(path, &db);
+    sqlite3_stmt *q;
+    sqlite3_prepare_v2(db, "SELECT max(id) FROM events", -1, &q, NULL);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(q, 0), 3);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    /* A store removed (or emptied) while its head file stays: refused, and
+     * no new store is created in its place. */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), -1);
+    assert_non_null(strstr(err, "AUDIT STORE MISSING"));
+    assert_int_equal(access(path, F_OK), -1);
+    close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), -1);
+    assert_non_null(strstr(err, "is empty"));
+}
+
+static void test_a_second_writer_of_one_store_is_refused_at_once(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh(), *st2 = NULL;
+    char err[1024];
+    assert_int_equal(audit_store_open(path, false, &st2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "written by another sbx-auditd"));
+    /* readers are welcome */
+    assert_int_equal(audit_store_open(path, true, &st2, err, sizeof err), 0);
+    audit_store_close(st2);
+    audit_store_close(st);
+    /* and once the writer is gone, the next one may write */
+    assert_int_equal(audit_store_open(path, false, &st2, err, sizeof err), 0);
+    audit_store_close(st2);
 }
 
 static void test_a_rolled_back_batch_leaves_the_chain_where_it_was(void **state)
@@ -522,6 +579,8 @@ int main(void)
         cmocka_unit_test(test_verify_detects_reordered_rows),
         cmocka_unit_test(test_verify_detects_a_cut_off_tail_through_the_head_file),
         cmocka_unit_test(test_verify_detects_a_replaced_chain_through_the_head_file),
+        cmocka_unit_test(test_a_writer_refuses_a_store_shorter_than_its_head_file),
+        cmocka_unit_test(test_a_second_writer_of_one_store_is_refused_at_once),
         cmocka_unit_test(test_a_rolled_back_batch_leaves_the_chain_where_it_was),
         cmocka_unit_test(test_pruning_keeps_the_rest_of_the_chain_verifiable),
         cmocka_unit_test(test_the_chain_continues_across_reopen),
