@@ -96,6 +96,17 @@ void batch_failed(struct daemon *d)
 
 static int append_held(struct daemon *d, const struct held *h)
 {
+    if (h->kind == HELD_AGENT_END || h->kind == HELD_AGENT_KILLED) {
+        if (audit_store_pending(d->store) == 0)
+            d->batch_started_ms = daemon_now_ms();
+        const char *s1 = (const char *)h->rec;
+        int rc = h->kind == HELD_AGENT_END
+            ? audit_store_agent_end(d->store, h->run_id, h->ended_ns, h->status, s1)
+            : audit_store_agent_killed(d->store, h->run_id, s1, s1 + strlen(s1) + 1);
+        if (rc < 0)
+            batch_failed(d);
+        return rc;
+    }
     struct sbx_event_view v;
     if (sbx_event_decode(h->rec, h->len, &v) < 0)
         return 0;               /* encoded by us: cannot happen */
@@ -107,32 +118,88 @@ static int append_held(struct daemon *d, const struct held *h)
     return batch_append_view(d, &v, &a, h->pid, h->uid);
 }
 
-int batch_hold(struct daemon *d, const unsigned char *rec, size_t len,
-               const struct agent *a, int64_t pid, int64_t uid)
+static struct held *held_new(struct daemon *d, enum held_kind kind, const void *rec, size_t len,
+                             const struct agent *a)
 {
-    if (d->n_held >= HELD_MAX)
-        return -1;
     struct held *h = malloc(sizeof *h + len);
     if (!h)
-        return -1;
+        return NULL;
     memset(h, 0, sizeof *h);
+    h->kind = kind;
     if (a) {
         memcpy(h->name, a->name, sizeof h->name);
         memcpy(h->run_id, a->run_id, sizeof h->run_id);
         h->ref = a->ref;
     }
-    h->pid = pid;
-    h->uid = uid;
     h->len = len;
     memcpy(h->rec, rec, len);
     *d->held_tail = h;
     d->held_tail = &h->next;
     d->n_held++;
-    /* While the store is failed the batch is not open: the row goes in at
-     * the next retry (batch_retry). */
+    return h;
+}
+
+/* While the store is failed the batch is not open: a held row goes in at
+ * the next retry (batch_retry, batch_replay_late). */
+static int held_add(struct daemon *d, struct held *h)
+{
     if (!d->store_failed)
         (void)append_held(d, h);
     return 0;
+}
+
+int batch_hold(struct daemon *d, const unsigned char *rec, size_t len,
+               const struct agent *a, int64_t pid, int64_t uid)
+{
+    if (d->n_held >= HELD_MAX)
+        return -1;
+    struct held *h = held_new(d, HELD_EVENT, rec, len, a);
+    if (!h)
+        return -1;
+    h->pid = pid;
+    h->uid = uid;
+    return held_add(d, h);
+}
+
+int batch_hold_life(struct daemon *d, const unsigned char *rec, size_t len,
+                    const struct agent *a, int64_t pid, int64_t uid)
+{
+    struct held *h = held_new(d, HELD_EVENT, rec, len, a);
+    if (!h)
+        return -1;
+    h->late = true;
+    h->pid = pid;
+    h->uid = uid;
+    return held_add(d, h);
+}
+
+int batch_hold_agent_end(struct daemon *d, const struct agent *a, int64_t ended_ns,
+                         int status, const char *detail)
+{
+    struct held *h = held_new(d, HELD_AGENT_END, detail, strlen(detail) + 1, a);
+    if (!h)
+        return -1;
+    h->late = true;
+    h->ended_ns = ended_ns;
+    h->status = status;
+    return held_add(d, h);
+}
+
+int batch_hold_agent_killed(struct daemon *d, const struct agent *a, const char *by,
+                            const char *reason)
+{
+    size_t lb = strlen(by) + 1, lr = strlen(reason) + 1;
+    char buf[1024];
+    if (lb + lr > sizeof buf)
+        lr = sizeof buf - lb;   /* by is short (a user and a pid) */
+    memcpy(buf, by, lb);
+    memcpy(buf + lb, reason, lr);
+    buf[lb + lr - 1] = '\0';
+    struct held *h = held_new(d, HELD_AGENT_KILLED, buf, lb + lr, a);
+    if (!h)
+        return -1;
+    h->late = true;
+    return held_add(d, h);
 }
 
 void batch_release_held(struct daemon *d)
@@ -154,11 +221,23 @@ bool batch_retry(struct daemon *d)
         return true;
     d->store_failed = false;
     /* The held rows go into the new batch before the rings are drained
-     * again. */
+     * again, but for the lifecycle rows: those follow the rings' rows
+     * (batch_replay_late), as an exit followed its agent's last events. */
     for (struct held *h = d->held; h && !d->store_failed; h = h->next)
-        if (append_held(d, h) < 0)
+        if (!h->late && append_held(d, h) < 0)
             break;
+    d->replay_late = !d->store_failed;
     return !d->store_failed;
+}
+
+void batch_replay_late(struct daemon *d)
+{
+    if (!d->replay_late)
+        return;
+    d->replay_late = false;
+    for (struct held *h = d->held; h && !d->store_failed; h = h->next)
+        if (h->late && append_held(d, h) < 0)
+            break;
 }
 
 int batch_commit(struct daemon *d, bool durable)

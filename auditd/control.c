@@ -85,6 +85,23 @@ static int append_life(struct daemon *d, enum sbx_op op, enum sbx_decision dec, 
     return batch_append_view(d, &v, a, pid, uid);
 }
 
+/* A row the daemon writes itself, held until it is stored: a lifecycle
+ * row of an agent (LIFE: batch_hold_life) or another (batch_hold, which
+ * bounds how many wait). */
+static int hold_row(struct daemon *d, bool life, enum sbx_op op, enum sbx_decision dec,
+                    struct agent *a, pid_t pid, uid_t uid, const char *target,
+                    const char *target2, const char *rule, const char *reason)
+{
+    struct sbx_event_desc ev = { .op = op, .decision = dec, .layer = SBX_LAYER_SBX,
+                                 .target = target, .target2 = target2, .rule = rule,
+                                 .reason = reason };
+    size_t n = sbx_event_encode(&ev, sbx_now_ns(), d->scratch, sizeof d->scratch);
+    if (n == 0)
+        return -1;
+    return life ? batch_hold_life(d, d->scratch, n, a, pid, uid)
+                : batch_hold(d, d->scratch, n, a, pid, uid);
+}
+
 static struct agent *running_agent(struct daemon *d, const char *name)
 {
     for (struct agent *a = d->agents; a; a = a->next)
@@ -246,11 +263,12 @@ static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg 
             return reply_err(c, "audit store: too many rows wait for a failed store");
         return reply_ok(c);
     }
-    if (batch_append_view(d, &view, c->agent, pid, c->uid) < 0 ||
-        batch_commit(d, true) < 0) {
-        batch_failed(d);
+    /* Held too: refused now, it is still recorded once the store takes
+     * writes again. */
+    if (batch_hold_life(d, d->scratch, n, c->agent, pid, c->uid) < 0)
+        return reply_err(c, "out of memory");
+    if (batch_commit(d, true) < 0)
         return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
-    }
     reply_ok(c);
 }
 
@@ -261,13 +279,14 @@ static void end_agent(struct daemon *d, struct agent *a, int status, const char 
     snprintf(reason, sizeof reason, "exit status %d", status);
     rings_catch_up(d);
     rings_drain(d, 0, false);
-    if (append_life(d, SBX_OP_EXIT, SBX_ALLOW, a, pid, uid, detail, NULL, NULL, reason) < 0 ||
-        audit_store_agent_end(d->store, a->run_id, (int64_t)sbx_now_ns(), status, detail) < 0 ||
-        batch_commit(d, true) < 0) {
-        batch_failed(d);
-        daemon_log("agent %s: cannot record its end: %s", a->name,
+    /* Held until stored: a full disk delays the record of an end, it does
+     * not lose it (nor leave the agent "running" in the store). */
+    if (hold_row(d, true, SBX_OP_EXIT, SBX_ALLOW, a, pid, uid, detail, NULL, NULL, reason) < 0 ||
+        batch_hold_agent_end(d, a, (int64_t)sbx_now_ns(), status, detail) < 0)
+        daemon_log("agent %s: OUT OF MEMORY: its end is not recorded", a->name);
+    if (batch_commit(d, true) < 0)
+        daemon_log("agent %s: its end is held until the audit store takes it: %s", a->name,
                    audit_store_errmsg(d->store));
-    }
     a->ended = true;
     daemon_log("agent %s ended: %s", a->name, detail);
 }
@@ -383,17 +402,17 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     for (int i = 0; i < nt; i++) {
         char why[512];
         snprintf(why, sizeof why, "by %s: %s", by, reason);
-        if (append_life(d, SBX_OP_KILL, SBX_DENY, targets[i], c->pid, c->uid, targets[i]->name,
-                        NULL, soft ? "sbx-kill --soft" : "sbx-kill", why) < 0 ||
-            audit_store_agent_killed(d->store, targets[i]->run_id, by, reason) < 0)
+        if (hold_row(d, true, SBX_OP_KILL, SBX_DENY, targets[i], c->pid, c->uid, targets[i]->name,
+                     NULL, soft ? "sbx-kill --soft" : "sbx-kill", why) < 0 ||
+            batch_hold_agent_killed(d, targets[i], by, reason) < 0)
             recorded = false;
     }
     if (!recorded || batch_commit(d, true) < 0) {
-        batch_failed(d);
         /* Stopping the agent matters more than the record of it: go on,
-         * and say so. */
-        daemon_log("KILL NOT RECORDED (%s); carrying it out anyway",
-                   audit_store_errmsg(d->store));
+         * and say so.  The rows are held: stored when the store takes
+         * them again. */
+        daemon_log("KILL NOT RECORDED YET (%s); carrying it out anyway",
+                   recorded ? audit_store_errmsg(d->store) : "out of memory");
         recorded = false;
     }
     daemon_log("kill%s requested by %s for %s%s: %s", soft ? " (soft)" : "", by,
@@ -420,7 +439,8 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         }
     }
     if (!recorded)
-        kill_note(kr, "WARNING: the kill could not be recorded in the audit store");
+        kill_note(kr, "WARNING: the audit store could not record the kill yet (it is held, and "
+                  "recorded when the store takes writes again)");
     if (kr->outstanding == 0)
         kill_finish(kr);
 }
@@ -493,8 +513,8 @@ void ctl_accept(struct daemon *d)
             snprintf(why, sizeof why, "refused a control connection from uid %u pid %d",
                      (unsigned)cr.uid, (int)cr.pid);
             daemon_log("%s", why);
-            if (append_life(d, SBX_OP_KILL, SBX_DENY, NULL, cr.pid, cr.uid, "control.sock",
-                            NULL, "control.sock: same uid or root", why) == 0)
+            if (hold_row(d, false, SBX_OP_KILL, SBX_DENY, NULL, cr.pid, cr.uid, "control.sock",
+                         NULL, "control.sock: same uid or root", why) == 0)
                 batch_commit(d, true);
             close(fd);
             continue;

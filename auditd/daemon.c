@@ -117,8 +117,12 @@ static void turn(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
     size_t got = 0;
-    if (batch_retry(d))
-        got = rings_drain(d, DRAIN_BUDGET, false);
+    if (batch_retry(d)) {
+        /* After a failed store: every ring whole, then the lifecycle rows
+         * that came after them. */
+        got = rings_drain(d, d->replay_late ? 0 : DRAIN_BUDGET, false);
+        batch_replay_late(d);
+    }
     size_t pending = audit_store_pending(d->store);
     /* Events came a moment ago: more are likely (an agent at work).  Then
      * the batch grows until BATCH_MS or BATCH_ROWS rather than being

@@ -108,10 +108,20 @@ struct conn {
  * open batch: kept until that batch is committed, so that a batch that fails
  * (a full disk) can take it again, as ring rows are taken again from their
  * rings.  The agent is copied: the registry entry may be gone by then. */
+enum held_kind {
+    HELD_EVENT,                 /* rec: an encoded event record */
+    HELD_AGENT_END,             /* the agents row's end; rec: the detail */
+    HELD_AGENT_KILLED,          /* the agents row's kill; rec: "by\0reason" */
+};
+
 struct held {
     struct held *next;
+    enum held_kind kind;
+    bool late;                  /* a lifecycle row: after the rings' rows */
     char name[128], run_id[40];
     int64_t ref, pid, uid;
+    int64_t ended_ns;
+    int status;
     size_t len;
     unsigned char rec[];
 };
@@ -153,6 +163,7 @@ struct daemon {
     int64_t logged_head;
     struct held *held, **held_tail;
     size_t n_held;
+    bool replay_late;           /* a retry put the held rows back but the late ones */
     unsigned char scratch[SBX_RING_MAX_SPAN * SBX_RING_PAYLOAD + 8];
     unsigned char plain[SBX_REC_MAX];  /* a ring record, references expanded */
 };
@@ -216,9 +227,21 @@ int batch_append_view(struct daemon *d, const struct sbx_event_view *v,
 /* Puts the encoded record REC (from control.sock) into the open batch and
  * keeps it until a commit has stored it (or the store failed: then it goes
  * into the batch after the next retry).  0, or -1 when too many rows are
- * already waiting for a failed store. */
+ * already waiting for a failed store (or without memory). */
 int batch_hold(struct daemon *d, const unsigned char *rec, size_t len,
                const struct agent *a, int64_t pid, int64_t uid);
+/* The same for what the daemon itself records of an agent's life: its
+ * exit or kill row (REC), its agents row's end or kill.  Never refused for
+ * their number (one each per agent); at a retry they go in after the
+ * rings' rows, as they did the first time.  0, or -1 without memory. */
+int batch_hold_life(struct daemon *d, const unsigned char *rec, size_t len,
+                    const struct agent *a, int64_t pid, int64_t uid);
+int batch_hold_agent_end(struct daemon *d, const struct agent *a, int64_t ended_ns,
+                         int status, const char *detail);
+int batch_hold_agent_killed(struct daemon *d, const struct agent *a, const char *by,
+                            const char *reason);
+/* At a retry, after the rings are drained: the held lifecycle rows. */
+void batch_replay_late(struct daemon *d);
 /* Commits the open batch and publishes ring tails.  0 / -1 (rings rewound). */
 int batch_commit(struct daemon *d, bool durable);
 /* A store write failed: roll back, rewind the rings, retry later. */

@@ -163,4 +163,43 @@ test_a_store_deleted_while_the_daemon_runs_is_an_alarm_and_guarded_calls_fail_cl
     assert_eq "$(count "select count(distinct target) from events where target like 'storm:%'")" 8192
 }
 
+test_an_agent_ending_while_the_disk_is_full_is_recorded_once_the_disk_has_room() {
+    start_daemon env SBX_AUDITD_FAULT_FILE="$T/disk-full"
+    # The disk fills while the agent runs: its exit cannot be stored now.
+    guard --isolation none --name df -- sh -c "sleep 1; exit 3" 2>err.txt &
+    gp=$!
+    i=0; until [ "$(count "select count(*) from agents where name = 'df'")" = 1 ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    touch "$T/disk-full"
+    rc=0; wait $gp || rc=$?
+    assert_eq "$rc" 3 "agent exit"
+    sleep 0.5
+    assert_eq "$(count "select count(*) from events where agent = 'df' and op = 'exit'")" 0 "exit rows while full"
+    assert_eq "$(count "select count(*) from agents where name = 'df' and ended is null")" 1 "running while full"
+    # Room again: the daemon retries every second and the end is there.
+    rm "$T/disk-full"
+    i=0; until [ "$(count "select count(*) from events where agent = 'df' and op = 'exit'")" = 1 ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(count "select count(*) from events where agent = 'df' and op = 'exit'")" 1 "exit rows"
+    assert_eq "$(count "select exit_status from agents where name = 'df'")" 3 "exit status"
+    # after the agent's own rows, as if nothing had happened
+    assert_eq "$(count "select op from events where agent = 'df' order by id desc limit 1")" exit "last row"
+    sbx-audit verify >/dev/null
+}
+
+test_a_kill_while_the_disk_is_full_is_recorded_once_the_disk_has_room() {
+    start_daemon env SBX_AUDITD_FAULT_FILE="$T/disk-full"
+    "$PROGS/emit_storm" --guard kf > guard.out &
+    gp=$!
+    i=0; until grep -q ready guard.out 2>/dev/null || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    touch "$T/disk-full"
+    out=$(sbx-kill kf --reason "full disk")
+    assert_contains "$out" "killed kf"
+    wait $gp || true
+    rm "$T/disk-full"
+    i=0; until [ "$(count "select count(*) from events where agent = 'kf' and op = 'kill'")" = 1 ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done
+    assert_eq "$(count "select count(*) from events where agent = 'kf' and op = 'kill'")" 1 "kill rows"
+    assert_eq "$(count "select kill_reason from agents where name = 'kf'")" "full disk" "kill reason"
+    assert_contains "$out" "could not record the kill yet (it is held"
+    sbx-audit verify >/dev/null
+}
+
 run_tests
