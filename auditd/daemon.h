@@ -58,6 +58,7 @@ struct ring {
     uint64_t committed;         /* consumed and committed: published */
     pid_t pid;
     uid_t uid;
+    uint64_t since_ns;          /* registered (CLOCK_REALTIME): no record is older */
     struct agent *agent;
     bool dead;                  /* its process exited: final drain, then free */
     bool broken;                /* header corrupt: not read any more */

@@ -220,6 +220,9 @@ static void ring_register_one(struct daemon *d, struct ring *r)
     r->pidfd = pidfd;
     r->pid = cred.pid;
     r->uid = cred.uid;
+    /* A second of slack: a process reads its clock for its first event
+     * before it registers the ring that carries it. */
+    r->since_ns = sbx_now_ns() - 1000000000u;
     r->agent = a;
     a->nrings++;
     /* A re-registered ring (its previous daemon stopped) resumes at the
@@ -315,6 +318,16 @@ static int take_one(struct daemon *d, struct ring *r, uint64_t head, bool final)
     if (plain == 0 || sbx_event_decode(d->plain, plain, &v) < 0) {
         daemon_log_limited(&d->agent_log, "agent %s pid %d: malformed record skipped", r->agent->name, (int)r->pid);
         return 1;
+    }
+    /* The record's time is the daemon's: an agent's clock is what the agent
+     * says it is (years 1678 to 2262 fit), and --since, stats and retention
+     * go by it.  A time the agent gives is kept only where it is possible:
+     * after its ring was registered and not after now. */
+    uint64_t now = sbx_now_ns();
+    if (v.ts_ns > now || v.ts_ns < r->since_ns) {
+        daemon_log_limited(&d->agent_log, "agent %s pid %d: record time out of range; "
+                           "the daemon's time is used", r->agent->name, (int)r->pid);
+        v.ts_ns = now;
     }
     /* A ring speaks for the guard layer inside the agent (the preload may
      * also relay a kernel denial it saw).  Lifecycle rows are written by the

@@ -18,10 +18,53 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+#include <sys/syscall.h>
+
 #include "ctl.h"
 #include "emit.h"
 #include "event.h"
 #include "paths.h"
+
+/* A lying clock for a hostile ring writer: while fake_realtime_ns is set,
+ * CLOCK_REALTIME reads as it (the library's sbx_now_ns reads it through
+ * this definition, which the link prefers to libc's). */
+static int64_t fake_realtime_ns;
+
+int clock_gettime(clockid_t clk, struct timespec *ts)
+{
+    if (clk == CLOCK_REALTIME && fake_realtime_ns) {
+        ts->tv_sec = fake_realtime_ns / 1000000000;
+        ts->tv_nsec = fake_realtime_ns % 1000000000;
+        if (ts->tv_nsec < 0) {
+            ts->tv_sec--;
+            ts->tv_nsec += 1000000000;
+        }
+        return 0;
+    }
+    return (int)syscall(SYS_clock_gettime, clk, ts);
+}
+
+static int64_t real_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long log_lines(void)
+{
+    char path[4096];
+    sbx_path_runtime_file("sbx-auditd.log", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    int ch;
+    while (f && (ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    if (f)
+        fclose(f);
+    return n;
+}
 
 static int open_ctl(void)
 {
@@ -266,6 +309,61 @@ static void test_a_guard_that_exits_and_hangs_up_during_a_hard_kill_leaves_the_d
     assert_int_equal(daemon_pid(), pid);
 }
 
+static void test_a_ring_writer_cannot_choose_its_records_time_nor_flood_the_log(void **state)
+{
+    (void)state;
+    int g = open_ctl();
+    char id[64], tok[80], err[256], rundir[4096];
+    struct sbx_agent_reg reg = { .name = "liar", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    sbx_path_runtime_dir(rundir, sizeof rundir);
+    long lines_before = log_lines();
+    int64_t t0 = real_now_ns();
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (sbx_emit_init(rundir, id, tok) < 0)
+            _exit(1);
+        int bad = 0;
+        /* Records from 1678 and from 2262, and forged starts (each one a
+         * log line, were the log not limited). */
+        for (int i = 0; i < 3000; i++) {
+            fake_realtime_ns = (i & 1) ? INT64_MAX - 1000 : INT64_MIN / 2;
+            struct sbx_event_desc ev = { .op = SBX_OP_OPEN_READ, .target = "/fake-clock" };
+            bad += sbx_emit(&ev) != 0;
+            fake_realtime_ns = 0;
+            struct sbx_event_desc life = { .op = SBX_OP_START, .target = "/forged" };
+            (void)sbx_emit(&life);
+        }
+        _exit(bad ? 2 : 0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    int64_t last = -1;
+    assert_int_equal(sbx_ctl_sync(g, &last, err, sizeof err), 0);
+    int64_t t1 = real_now_ns();
+    assert_int_equal(sbx_ctl_exit(g, 0, "exited 0"), 0);
+    sbx_ctl_close(g);
+
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(getenv("SBX_AUDIT_DB"), &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*), min(ts), max(ts) FROM events "
+                                        "WHERE target = '/fake-clock'", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(q, 0), 3000);
+    /* the daemon's clock: within the test's own time */
+    assert_true(sqlite3_column_int64(q, 1) >= t0);
+    assert_true(sqlite3_column_int64(q, 2) <= t1);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    /* 6000 hostile records: a few lines a second, not one each */
+    long grew = log_lines() - lines_before;
+    assert_true(grew < 200);
+}
+
 static void test_an_event_sent_without_waiting_gets_no_answer_and_is_stored(void **state)
 {
     (void)state;
@@ -435,6 +533,7 @@ int main(void)
             test_a_guard_that_exits_and_hangs_up_during_a_hard_kill_leaves_the_daemon_running),
         cmocka_unit_test(test_a_soft_kill_sets_the_killed_word_of_the_agents_rings),
         cmocka_unit_test(test_a_ring_with_a_wrong_token_is_refused),
+        cmocka_unit_test(test_a_ring_writer_cannot_choose_its_records_time_nor_flood_the_log),
     };
     return cmocka_run_group_tests(tests, NULL, stop_daemon);
 }
