@@ -189,6 +189,53 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
     send_out(c);
 }
 
+/* RESUME: sbx-guard's agent outlived the daemon that registered it (that
+ * one was killed).  The run is taken back with its run id and token, so
+ * that its rings are accepted again and its end is recorded; the store
+ * must know the run, of this agent and user, as not ended. */
+static void do_resume(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    static const char *const keys[] = { "name", "run_id", "token", "guard_pid", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    if (c->agent)
+        return reply_err(c, "this connection already registered agent '%s'", c->agent->name);
+    const char *name = sbx_msg_get(m, "name"), *run_id = sbx_msg_get(m, "run_id");
+    const char *token = sbx_msg_get(m, "token"), *gp = sbx_msg_get(m, "guard_pid");
+    const char *e = NULL;
+    long long guard_pid = gp ? strtonum(gp, 0, 0x7fffffff, &e) : c->pid;
+    if (!name || !name_ok(name) || !run_id || !token || e)
+        return reply_err(c, "RESUME needs name, run_id, token");
+    struct agent probe;
+    if (strlen(run_id) >= sizeof probe.run_id || strlen(token) < 32 ||
+        strlen(token) >= sizeof probe.token)
+        return reply_err(c, "bad run_id or token");
+    if (running_agent(d, name))
+        return reply_err(c, "an agent named '%s' is already running", name);
+    for (struct agent *a = d->agents; a; a = a->next)
+        if (strcmp(a->run_id, run_id) == 0)
+            return reply_err(c, "run %s is known already", run_id);
+    rings_drain(d, 0, false);
+    if (batch_commit(d, true) < 0)
+        return reply_err(c, "audit store: %s", audit_store_errmsg(d->store));
+    int64_t ref = 0;
+    if (audit_store_agent_resumable(d->store, run_id, name, c->uid, &ref, err, sizeof err) < 0)
+        return reply_err(c, "cannot resume: %s", err);
+    struct agent *a = registry_agent_new(d, name);
+    if (!a)
+        return reply_err(c, "out of memory");
+    strlcpy(a->run_id, run_id, sizeof a->run_id);
+    strlcpy(a->token, token, sizeof a->token);
+    a->ref = ref;
+    a->uid = c->uid;
+    a->guard_pid = (pid_t)guard_pid;
+    registry_agent_add(d, a, c);
+    daemon_log("agent %s resumed after a daemon restart: run %s, guard pid %d", a->name,
+               a->run_id, (int)guard_pid);
+    reply_ok(c);
+}
+
 static bool lifecycle(enum sbx_op op)
 {
     return op == SBX_OP_START || op == SBX_OP_EXIT || op == SBX_OP_KILL ||
@@ -546,6 +593,8 @@ void conn_on_event(struct daemon *d, struct conn *c, uint32_t events)
             do_register(d, c, &m);
         else if (strcmp(m.verb, "EVENT") == 0)
             do_event(d, c, &m);
+        else if (strcmp(m.verb, "RESUME") == 0)
+            do_resume(d, c, &m);
         else if (strcmp(m.verb, "EXIT") == 0)
             do_exit(d, c, &m);
         else if (strcmp(m.verb, "DONE") == 0)

@@ -78,6 +78,11 @@ int audit_store_agent_end(struct audit_store *st, const char *run_id, int64_t en
                           int status, const char *detail);
 int audit_store_agent_killed(struct audit_store *st, const char *run_id, const char *by,
                              const char *reason);
+/* For a run whose daemon died: 0 and *AGENT_REF when the store holds run
+ * RUN_ID of agent NAME, started by UID (any, for root), not ended; else
+ * -1 with ERR. */
+int audit_store_agent_resumable(struct audit_store *st, const char *run_id, const char *name,
+                                int64_t uid, int64_t *agent_ref, char *err, size_t errsz);
 /* Rows in the open batch (0 when none is open). */
 size_t audit_store_pending(const struct audit_store *st);
 /* Commits the open batch (no-op without one).  DURABLE: the transaction is

@@ -197,3 +197,38 @@ int store_note_file(struct audit_store *st)
     st->ino = sb.st_ino;
     return 0;
 }
+
+int audit_store_agent_resumable(struct audit_store *st, const char *run_id, const char *name,
+                                int64_t uid, int64_t *agent_ref, char *err, size_t errsz)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(st->db, "SELECT id, name, uid, ended FROM agents WHERE run_id = ?",
+                           -1, &q, NULL) != SQLITE_OK) {
+        snprintf(err, errsz, "audit store: %s", sqlite3_errmsg(st->db));
+        goto out;
+    }
+    sqlite3_bind_text(q, 1, run_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_ROW) {
+        snprintf(err, errsz, "no run %s in the audit store", run_id);
+        goto out;
+    }
+    const char *n = (const char *)sqlite3_column_text(q, 1);
+    if (!n || strcmp(n, name) != 0) {
+        snprintf(err, errsz, "run %s is not agent '%s'", run_id, name);
+        goto out;
+    }
+    if (uid != 0 && sqlite3_column_int64(q, 2) != uid) {
+        snprintf(err, errsz, "run %s belongs to another user", run_id);
+        goto out;
+    }
+    if (sqlite3_column_type(q, 3) != SQLITE_NULL) {
+        snprintf(err, errsz, "run %s has ended", run_id);
+        goto out;
+    }
+    *agent_ref = sqlite3_column_int64(q, 0);
+    rc = 0;
+out:
+    sqlite3_finalize(q);
+    return rc;
+}

@@ -335,6 +335,28 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz)
 
 /* ---- requests ------------------------------------------------------------ */
 
+int sbx_ctl_resume(int fd, const char *name, const char *run_id, const char *token,
+                   pid_t guard_pid, char *err, size_t errsz)
+{
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    struct reply *r = malloc(sizeof *r);
+    int rc = -1;
+    if (!b || !r) {
+        snprintf(err, errsz, "out of memory");
+        goto out;
+    }
+    sbx_msg_start(b, "RESUME");
+    sbx_msg_add(b, "name", name);
+    sbx_msg_add(b, "run_id", run_id);
+    sbx_msg_add(b, "token", token);
+    sbx_msg_addf(b, "guard_pid", "%ld", (long)guard_pid);
+    rc = transact(fd, b, r, err, errsz);
+out:
+    free(b);
+    free(r);
+    return rc;
+}
+
 int sbx_ctl_register(int fd, const struct sbx_agent_reg *reg, char *run_id, size_t run_id_sz,
                      char *token, size_t token_sz, char *err, size_t errsz)
 {

@@ -41,6 +41,14 @@ struct sbx_agent_reg {
 int sbx_ctl_register(int fd, const struct sbx_agent_reg *reg, char *run_id, size_t run_id_sz,
                      char *token, size_t token_sz, char *err, size_t errsz);
 
+/* After the daemon that registered an agent died: takes the run back on FD
+ * (a connection to a new daemon) with the RUN_ID and TOKEN the first one
+ * gave, so that the agent's rings are accepted again and its exit is
+ * recorded.  The store must hold that run of NAME, not ended.  0, or -1
+ * with ERR. */
+int sbx_ctl_resume(int fd, const char *name, const char *run_id, const char *token,
+                   pid_t guard_pid, char *err, size_t errsz);
+
 /* Sends one event on behalf of the registered agent (layer sbx, supervisor
  * or kernel records from sbx-guard); pid is the guard's.  Lifecycle ops
  * (start, exit, kill, policy-error) are committed durably before the reply.

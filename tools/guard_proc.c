@@ -89,6 +89,13 @@ static bool is_descendant(const struct proc_ent *v, int n, pid_t pid, pid_t root
     return false;
 }
 
+static pid_t spared;
+
+void guard_spare_pid(pid_t pid)
+{
+    spared = pid;
+}
+
 static int sweep(bool do_kill)
 {
     struct proc_ent *v = NULL;
@@ -98,7 +105,7 @@ static int sweep(bool do_kill)
     pid_t self = getpid();
     int count = 0;
     for (int i = 0; i < n; i++) {
-        if (v[i].state == 'Z' || v[i].state == 'X')
+        if (v[i].state == 'Z' || v[i].state == 'X' || (spared && v[i].pid == spared))
             continue;
         if (!is_descendant(v, n, v[i].pid, self))
             continue;

@@ -20,5 +20,9 @@ int guard_kill_descendants(pid_t pgid, int timeout_ms);
 
 /* How many live (non-zombie) descendants the calling process has. */
 int guard_count_descendants(void);
+/* PID is not the agent's and is never killed by the sweeps: the sbx-auditd
+ * that sbx-guard restarted, which became its child (a subreaper adopts the
+ * daemon's double fork).  0: none. */
+void guard_spare_pid(pid_t pid);
 
 #endif

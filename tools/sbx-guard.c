@@ -41,6 +41,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -354,6 +355,7 @@ struct guard {
     bool killed;                /* a hard kill or the timeout ended the agent */
     char kill_detail[320];
     bool tty_handed;            /* the agent's group has the terminal */
+    const char *name, *run_id, *token;  /* the registration, for a resume */
 };
 
 static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
@@ -394,11 +396,44 @@ static void handle_ctl(struct guard *g)
     struct sbx_ctl_cmd cmd;
     int r = sbx_ctl_recv_cmd(g->ctl, &cmd);
     if (r == 0 || r < 0) {
-        /* The daemon is gone.  The agent keeps running, but its preload can
-         * no longer record, so it fails every guarded call closed. */
-        warnx("lost the connection to sbx-auditd; the agent's guarded calls will now fail");
+        /* The daemon is gone (killed: a stopped one would have said so to
+         * the rings).  Start another and take the run back, so that the
+         * agent's new processes and its exit are recorded.  What running
+         * processes wrote meanwhile waits in their rings: recorded when a
+         * full ring makes them register again, lost if they exit first. */
+        char why[512] = "";
         sbx_ctl_close(g->ctl);
         g->ctl = -1;
+        /* A few tries: the dead daemon's listener may still take a
+         * connection for a moment while the kernel tears the process down. */
+        for (int i = 0; i < 20 && g->ctl < 0; i++) {
+            if (i) {
+                struct timespec ts = { 0, 50000000 };
+                nanosleep(&ts, NULL);
+            }
+            g->ctl = sbx_ctl_open(true, why, sizeof why);
+            if (g->ctl >= 0 && sbx_ctl_resume(g->ctl, g->name, g->run_id, g->token, getpid(),
+                                              why, sizeof why) < 0) {
+                sbx_ctl_close(g->ctl);
+                g->ctl = -1;
+            }
+        }
+        if (g->ctl >= 0) {
+            /* We are a subreaper: the new daemon's double fork made it our
+             * child.  It is not the agent's: the sweeps leave it alone (its
+             * pid from the kernel, not from a file the agent could write). */
+            struct ucred cr;
+            socklen_t cl = sizeof cr;
+            if (getsockopt(g->ctl, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+                guard_spare_pid(cr.pid);
+            warnx("sbx-auditd died and was restarted; agent '%s' is recorded again (events "
+                  "its running processes wrote meanwhile are recorded once they reach the new "
+                  "daemon, or lost if a process exits first)", g->name);
+            return;
+        }
+        warnx("sbx-auditd died and cannot be restarted (%s): the agent's events are no "
+              "longer recorded; each process's guarded calls fail once its event ring is "
+              "full", why);
         return;
     }
     char detail[256];
@@ -627,6 +662,9 @@ static void register_agent(struct run *r, struct guard *g)
     if (sbx_ctl_register(g->ctl, &reg, r->run_id, sizeof r->run_id, r->token,
                          sizeof r->token, why, sizeof why) < 0)
         errx(EXIT_GUARD_FAILED, "cannot register agent '%s': %s", r->name, why);
+    g->name = r->name;
+    g->run_id = r->run_id;
+    g->token = r->token;
 }
 
 /* 4. The preload's private copy of the policy, and its compiled image. */
