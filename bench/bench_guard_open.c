@@ -58,6 +58,15 @@ int sbx_emit_prepare_vfork(void)
     return 0;
 }
 
+void sbx_emit_handover(void)
+{
+}
+
+bool sbx_emit_untaken(void)
+{
+    return false;
+}
+
 static double now_ns(void)
 {
     struct timespec t;

@@ -716,6 +716,27 @@ int sbx_emit(const struct sbx_event_desc *ev)
     return 0;
 }
 
+bool sbx_emit_untaken(void)
+{
+    struct emit_proc *p = proc;
+    return cfg.inited && p &&
+           atomic_load_explicit(&p->state, memory_order_acquire) == ST_READY &&
+           !atomic_load_explicit(&p->ring->gone, memory_order_acquire) &&
+           atomic_load_explicit(&p->ring->tail, memory_order_acquire) !=
+               atomic_load_explicit(&p->ring->head, memory_order_acquire);
+}
+
+void sbx_emit_handover(void)
+{
+    struct emit_proc *p = proc;
+    /* Everything taken (the usual case): nothing to hand over, and no
+     * system call spent finding that out. */
+    if (!sbx_emit_untaken() || p->owner != (pid_t)syscall(SYS_getpid) || !daemon_lost(p))
+        return;
+    atomic_store(&p->ring->gone, 1u);
+    (void)ensure_ring();
+}
+
 void sbx_emit_set_async(bool on)
 {
     cfg.async = on;

@@ -52,6 +52,15 @@ void sbx_emit_set_async(bool on);
  * call must fail with EPERM.  One atomic load. */
 bool sbx_emit_killed(void);
 
+/* Before the process's memory goes (exit, exec): if the daemon holding
+ * this process's ring died with events in it not yet taken, hands the ring
+ * to whichever daemon listens now (sbx-guard restarts one), so that they
+ * are recorded.  A system call only when events are untaken. */
+void sbx_emit_handover(void);
+/* True when this process's ring holds events its daemon has not committed
+ * (no system call: the test before sbx_emit_handover). */
+bool sbx_emit_untaken(void);
+
 /* Added: why the last sbx_emit() returned -1 (static text, for messages). */
 const char *sbx_emit_error(void);
 

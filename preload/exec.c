@@ -106,6 +106,8 @@ static const char *getenv_in(char *const envp[], const char *name)
         int saved_ = errno;                                                    \
         bool restore_ = guard_env_needs_restore(envp);                         \
         int err_ = judge_exec(dirfd, path, argv, restore_);                    \
+        if (!err_)                                                             \
+            sbx_emit_handover();    /* the ring dies with this image */        \
         guard_leave();                                                         \
         if (err_) {                                                            \
             errno = err_;                                                      \

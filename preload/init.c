@@ -351,6 +351,18 @@ bool guard_enter(void)
     return enter_slow(1);
 }
 
+/* At exit: events a dead daemon left in our ring go to its successor
+ * (sbx_emit_handover; nothing to do, and no system call, in the usual
+ * case).  Inside the guard: the hand-over's own socket is not a guarded
+ * call. */
+__attribute__((destructor)) static void guard_dtor(void)
+{
+    if (!sbx_emit_untaken() || !guard_enter())
+        return;
+    sbx_emit_handover();
+    guard_leave();
+}
+
 /* Phase 1 only: the policy waits for the first guarded call. */
 __attribute__((constructor)) static void guard_ctor(void)
 {
