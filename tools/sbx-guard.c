@@ -399,8 +399,8 @@ static void handle_ctl(struct guard *g)
         /* The daemon is gone (killed: a stopped one would have said so to
          * the rings).  Start another and take the run back, so that the
          * agent's new processes and its exit are recorded.  What running
-         * processes wrote meanwhile waits in their rings: recorded when a
-         * full ring makes them register again, lost if they exit first. */
+         * processes wrote meanwhile waits in their rings, which they hand
+         * to the new daemon (sbx_emit_handover: a full ring, exec, exit). */
         char why[512] = "";
         sbx_ctl_close(g->ctl);
         g->ctl = -1;
@@ -426,9 +426,10 @@ static void handle_ctl(struct guard *g)
             socklen_t cl = sizeof cr;
             if (getsockopt(g->ctl, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
                 guard_spare_pid(cr.pid);
-            warnx("sbx-auditd died and was restarted; agent '%s' is recorded again (events "
-                  "its running processes wrote meanwhile are recorded once they reach the new "
-                  "daemon, or lost if a process exits first)", g->name);
+            warnx("sbx-auditd died and was restarted; agent '%s' is recorded again (what "
+                  "its running processes wrote meanwhile is recorded when they hand their rings "
+                  "over, at the latest when they exit; a process killed before then loses it)",
+                  g->name);
             return;
         }
         warnx("sbx-auditd died and cannot be restarted (%s): the agent's events are no "
