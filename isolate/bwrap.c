@@ -27,6 +27,7 @@
 
 #include <bsd/string.h>
 
+#include "path.h"
 #include "paths.h"
 
 const char *iso_bwrap_path(void)
@@ -77,16 +78,10 @@ static void pushf(struct argv_b *a, const char *fmt, ...)
     push(a, buf);
 }
 
-static bool under(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 static bool is_keep(const struct iso_mounts *mp, const char *path)
 {
     for (size_t i = 0; i < mp->n_keep; i++)
-        if (under(path, mp->keep[i]))
+        if (policy_path_under(path, mp->keep[i]))
             return true;
     return false;
 }
@@ -105,7 +100,7 @@ static void rebind_keeps(struct argv_b *a, const struct iso_mounts *mp, const ch
                          const char *events)
 {
     for (size_t i = 0; i < mp->n_keep; i++)
-        if (under(mp->keep[i], dir)) {
+        if (policy_path_under(mp->keep[i], dir)) {
             bool writable = events && strcmp(mp->keep[i], events) == 0;
             push(a, writable ? "--bind" : "--ro-bind");
             push(a, mp->keep[i]);
@@ -155,13 +150,14 @@ char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp
      * and /tmp itself is the writable tmpfs already. */
     for (size_t i = 0; i < mp->n; i++)
         if (mp->m[i].kind == ISO_MNT_RW
-            && !(mp->private_tmp && under(mp->m[i].path, "/tmp") && !is_keep(mp, mp->m[i].path))) {
+            && !(mp->private_tmp && policy_path_under(mp->m[i].path, "/tmp")
+                 && !is_keep(mp, mp->m[i].path))) {
             push(&a, "--bind");
             push(&a, mp->m[i].path);
             push(&a, mp->m[i].path);
         }
     for (size_t i = 0; i < mp->n_hide; i++) {
-        if (mp->private_tmp && under(mp->hide[i], "/tmp"))
+        if (mp->private_tmp && policy_path_under(mp->hide[i], "/tmp"))
             continue;           /* gone with the host's /tmp already */
         push(&a, "--perms");
         push(&a, "0755");

@@ -168,7 +168,6 @@ int iso_mounts_add(struct iso_mounts *mp, enum iso_mnt_kind kind, const char *pa
                    const char *why);
 /* Frees what the plan allocated (not MP itself); MP may be zeroed. */
 void iso_mounts_free(struct iso_mounts *mp);
-bool iso_path_under(const char *path, const char *dir);
 /* True for /proc, /sys, /dev and for what MP hides: never covered. */
 bool iso_mounts_skip(const struct iso_mounts *mp, const char *path);
 /* cover.c: adds the mounts that cover what the read- and write-deny lists

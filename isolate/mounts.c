@@ -51,26 +51,19 @@
 
 #include <bsd/string.h>
 
+#include "path.h"
 #include "paths.h"
-
-bool iso_path_under(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    if (strcmp(dir, "/") == 0)
-        return true;
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
 
 static bool special_tree(const char *path)
 {
-    return iso_path_under(path, "/proc") || iso_path_under(path, "/sys")
-           || iso_path_under(path, "/dev");
+    return policy_path_under(path, "/proc") || policy_path_under(path, "/sys")
+           || policy_path_under(path, "/dev");
 }
 
 static bool hidden(const struct iso_mounts *mp, const char *path)
 {
     for (size_t i = 0; i < mp->n_hide; i++)
-        if (iso_path_under(path, mp->hide[i]))
+        if (policy_path_under(path, mp->hide[i]))
             return true;
     return false;
 }
@@ -204,7 +197,7 @@ static bool exec_overlaps(const struct policy *p, const char *dir)
 
     for (size_t i = 0; i < n; i++)
         if (r[i].pattern && policy_glob_root(r[i].pattern, root, sizeof root) == 0
-            && (iso_path_under(root, dir) || iso_path_under(dir, root)))
+            && (policy_path_under(root, dir) || policy_path_under(dir, root)))
             return true;
     return false;
 }

@@ -44,11 +44,11 @@
 
 #include <bsd/string.h>
 
+#include "path.h"
 #include "paths.h"
 
 #define MAX_ARGS     256
 #define ARGS_BYTES   65536
-#define MAX_SYMLINKS 40
 
 /* ---- reading the target ------------------------------------------------- */
 
@@ -192,138 +192,21 @@ static int proc_link(pid_t pid, const char *what, char *out, size_t outsz)
     return 0;
 }
 
-/* The target's pid (thread group id) as its own pid namespace numbers it. */
-static long ns_tgid(pid_t pid)
+/* PATH (relative to BASE, the target's directory; "" when PATH is
+ * absolute) resolved as the target sees it: through /proc/PID/root, with
+ * /proc/self as the target's own pid, and a link to a memfd as the
+ * memfd's name "/memfd:NAME (deleted)" (policy_path_resolve_in).  Where it
+ * cannot be resolved, PATH folded. */
+static void resolve_in(pid_t pid, const char *base, const char *path, char *out, size_t outsz)
 {
-    char p[64], line[256];
-    long v = -1;
-    FILE *f;
-
-    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
-    f = fopen(p, "re");
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "NStgid:", 7) == 0) {
-            char *s = line + 7, *end;
-            for (;;) {
-                long x = strtol(s, &end, 10);
-                if (end == s)
-                    break;
-                v = x;
-                s = end;
-            }
-            break;
-        }
-    fclose(f);
-    return v;
-}
-
-/* Resolves ABS (absolute, in the target's view) through /proc/PID/root:
- * "..", symlinks (absolute ones restart at the target's root), and
- * /proc/self as the target's own pid.  What does not exist is kept as
- * written.  A link to a memfd resolves to "/memfd:NAME (deleted)". */
-static int resolve_in(pid_t pid, const char *abs, char *out, size_t outsz)
-{
-    char rest[PATH_MAX * 2], cur[PATH_MAX], host[PATH_MAX + 64], link[PATH_MAX];
-    char rootp[48];
-    int links = 0;
-    size_t rl;
-
-    snprintf(rootp, sizeof rootp, "/proc/%d/root", (int)pid);
-    strlcpy(rest, abs, sizeof rest);
-    cur[0] = '\0';
-    for (;;) {
-        char *s = rest, *comp;
-        size_t cl;
-        struct stat st;
-        ssize_t n;
-
-        while (*s == '/')
-            s++;
-        if (*s == '\0')
-            break;
-        comp = s;
-        while (*s && *s != '/')
-            s++;
-        cl = (size_t)(s - comp);
-        if (cl == 1 && comp[0] == '.') {
-            memmove(rest, s, strlen(s) + 1);
-            continue;
-        }
-        if (cl == 2 && comp[0] == '.' && comp[1] == '.') {
-            char *slash = strrchr(cur, '/');
-            if (slash)
-                *slash = '\0';
-            memmove(rest, s, strlen(s) + 1);
-            continue;
-        }
-        if (strlen(cur) + 1 + cl >= sizeof cur)
-            return -1;
-        strlcat(cur, "/", sizeof cur);
-        strncat(cur, comp, cl);
-        memmove(rest, s, strlen(s) + 1);
-
-        if (strcmp(cur, "/proc/self") == 0 || strcmp(cur, "/proc/thread-self") == 0) {
-            long t = ns_tgid(pid);
-            if (t > 0)
-                snprintf(cur, sizeof cur, "/proc/%ld", t);
-        }
-        if (snprintf(host, sizeof host, "%s%s", rootp, cur) >= (int)sizeof host)
-            return -1;
-        if (lstat(host, &st) < 0) {
-            /* Not there: keep the rest as written. */
-            rl = strlen(cur);
-            if (snprintf(cur + rl, sizeof cur - rl, "%s", rest) >= (int)(sizeof cur - rl))
-                return -1;
-            break;
-        }
-        if (!S_ISLNK(st.st_mode))
-            continue;
-        if (++links > MAX_SYMLINKS)
-            return -1;
-        n = readlink(host, link, sizeof link - 1);
-        if (n < 0)
-            return -1;
-        link[n] = '\0';
-        if (strncmp(link, "/memfd:", 7) == 0) {     /* a magic link to a memfd */
-            strlcpy(out, link, outsz);
-            return 0;
-        }
-        {
-            char tmp[sizeof rest];
-            if (snprintf(tmp, sizeof tmp, "%s%s", link, rest) >= (int)sizeof tmp)
-                return -1;
-            strlcpy(rest, tmp, sizeof rest);
-        }
-        if (link[0] == '/')
-            cur[0] = '\0';
-        else {
-            char *slash = strrchr(cur, '/');
-            if (slash)
-                *slash = '\0';
-        }
-    }
-    strlcpy(out, cur[0] ? cur : "/", outsz);
-    return 0;
-}
-
-/* ABS made from PATH against BASE, lexically. */
-static void join(const char *base, const char *path, char *out, size_t outsz)
-{
-    if (path[0] == '/' || base[0] == '\0') {
-        strlcpy(out, path, outsz);
+    char root[48];
+    snprintf(root, sizeof root, "/proc/%d/root", (int)pid);
+    struct policy_path_view view = { .root = root, .pid = pid };
+    const char *b = base[0] ? base : NULL;
+    if (policy_path_resolve_in(&view, b, path, POLICY_PATH_MEMFD_NAME, out, outsz) == 0)
         return;
-    }
-    strlcpy(out, base, outsz);
-    strlcat(out, "/", outsz);
-    strlcat(out, path, outsz);
-}
-
-static bool path_under(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return n > 0 && strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+    if (policy_path_lexical(b, path, out, outsz) < 0)
+        strlcpy(out, path, outsz);
 }
 
 static bool is_memfd(const char *path)
@@ -379,7 +262,8 @@ int iso_sup_proc_link(pid_t pid, const char *what, char *out, size_t outsz)
 
 int iso_sup_resolve_in(pid_t pid, const char *abs, char *out, size_t outsz)
 {
-    return resolve_in(pid, abs, out, outsz);
+    resolve_in(pid, "", abs, out, outsz);
+    return 0;
 }
 
 /* ---- answering ---------------------------------------------------------- */
@@ -455,7 +339,7 @@ static void decide_exec(const struct iso_request *req, const struct seccomp_noti
     int dirfd = at ? (int)n->data.args[0] : AT_FDCWD;
     int flags = at ? (int)n->data.args[4] : 0;
     static struct argv_buf ab;
-    char path[PATH_MAX], base[PATH_MAX], abs[PATH_MAX * 2];
+    char path[PATH_MAX], base[PATH_MAX];
     char *const *argv;
     struct policy_verdict v;
 
@@ -483,9 +367,7 @@ static void decide_exec(const struct iso_request *req, const struct seccomp_noti
             *fault = EBADF;
             return;
         }
-        join(base, path, abs, sizeof abs);
-        if (resolve_in(pid, abs, o->target, sizeof o->target) < 0)
-            strlcpy(o->target, abs, sizeof o->target);
+        resolve_in(pid, base, path, o->target, sizeof o->target);
     }
     /* Nothing there (a shell trying each PATH entry): the kernel answers
      * ENOENT itself, and a refusal would turn "not found" into "permission
@@ -512,12 +394,10 @@ static void decide_exec(const struct iso_request *req, const struct seccomp_noti
     if (is_loader(o->target)) {
         int i = loader_program(argv);
         if (i > 0) {
-            char cwd[PATH_MAX];
+            char cwd[PATH_MAX] = "";
             if (argv[i][0] != '/' && proc_link(pid, "cwd", cwd, sizeof cwd) < 0)
                 cwd[0] = '\0';
-            join(cwd, argv[i], abs, sizeof abs);
-            if (resolve_in(pid, abs, o->target, sizeof o->target) < 0)
-                strlcpy(o->target, abs, sizeof o->target);
+            resolve_in(pid, cwd, argv[i], o->target, sizeof o->target);
             argv = ab.argv + i;
             if (is_memfd(o->target)) {
                 o->deny = true;
@@ -625,16 +505,11 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
             snprintf(o->target, sizeof o->target, "unix:@%s", p + 1);
             break;
         }
-        if (p[0] != '/' && proc_link(pid, "cwd", cwd, sizeof cwd) == 0) {
-            char abs[PATH_MAX * 2];
-            join(cwd, p, abs, sizeof abs);
-            strlcpy(p, abs, sizeof p);
-        }
         /* As the policy does: symlinks resolved (/var/run -> /run). */
-        if (p[0] == '/') {
+        if (p[0] == '/' || proc_link(pid, "cwd", cwd, sizeof cwd) == 0) {
             char real[PATH_MAX];
-            if (resolve_in(pid, p, real, sizeof real) == 0)
-                strlcpy(p, real, sizeof p);
+            resolve_in(pid, p[0] == '/' ? "" : cwd, p, real, sizeof real);
+            strlcpy(p, real, sizeof p);
         }
         snprintf(events, sizeof events, "%s/%s", req->runtime_dir ? req->runtime_dir : "",
                  SBX_EVENTS_SOCK);
@@ -644,7 +519,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
         snprintf(o->target, sizeof o->target, "unix:%s", p);
         /* control.sock and anything else of sbx's: never the agent's,
          * whatever the policy's unix: rules say (the mounts hide them too). */
-        if (req->runtime_dir && path_under(p, req->runtime_dir)) {
+        if (req->runtime_dir && policy_path_under(p, req->runtime_dir)) {
             o->ev.target = o->target;
             o->report = true;
             o->deny = true;

@@ -419,56 +419,6 @@ out:
     return d;
 }
 
-/* Splits CMD like a shell would split simple words (quotes and backslash),
- * to find `sh -c SCRIPT` in a command typed as one string.  Returns argc, or
- * -1 if it does not fit. */
-static int split_words(const char *cmd, char *store, size_t storesz, char **words, int maxw)
-{
-    int n = 0;
-    size_t o = 0;
-    const char *s = cmd;
-    while (*s != '\0') {
-        while (*s == ' ' || *s == '\t' || *s == '\n')
-            s++;
-        if (*s == '\0')
-            break;
-        if (n + 1 >= maxw)
-            return -1;
-        words[n++] = store + o;
-        while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\n') {
-            if (o + 2 > storesz)
-                return -1;
-            if (*s == '\'') {
-                for (s++; *s != '\0' && *s != '\''; s++) {
-                    if (o + 2 > storesz)
-                        return -1;
-                    store[o++] = *s;
-                }
-                if (*s)
-                    s++;
-            } else if (*s == '"') {
-                for (s++; *s != '\0' && *s != '"'; s++) {
-                    if (*s == '\\' && (s[1] == '"' || s[1] == '\\' || s[1] == '$'))
-                        s++;
-                    if (o + 2 > storesz)
-                        return -1;
-                    store[o++] = *s;
-                }
-                if (*s)
-                    s++;
-            } else if (*s == '\\' && s[1] != '\0') {
-                store[o++] = s[1];
-                s += 2;
-            } else {
-                store[o++] = *s++;
-            }
-        }
-        store[o++] = '\0';
-    }
-    words[n] = NULL;
-    return n;
-}
-
 enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdline,
                                         struct policy_verdict *v)
 {
@@ -479,7 +429,8 @@ enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdl
 
     store = malloc(len + 1 + sizeof(words) / sizeof(words[0]));
     if (store != NULL) {
-        int n = split_words(cmdline, store, len + 1 + 256, words, 256);
+        /* split as sh would (path.h), to find `sh -c SCRIPT` */
+        int n = policy_path_shell_words(cmdline, store, len + 1 + 256, words, 256);
         if (n > 0)
             script = shell_script(words, (size_t)n);
     }

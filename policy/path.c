@@ -1,11 +1,12 @@
-/* path.c — making paths absolute, folding them and resolving symlinks the
- * way the kernel would, so that a decision is about the file the call will
- * really touch (policy.h). */
+/* path.c — the one meaning of a path (path.h): folding, resolving the way
+ * the kernel would (in our own view or in another process's), "under",
+ * the PATH search and the words of a typed command. */
 #include "internal.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,6 +56,16 @@ static int fold_into(char *out, size_t *ol, size_t outsz, const char *path)
     return 0;
 }
 
+int policy_path_fold_onto(char *out, size_t outsz, size_t len, const char *path)
+{
+    if (len == 0 || len >= outsz) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    out[len] = '\0';
+    return fold_into(out, &len, outsz, path);
+}
+
 int path_join_fold(const char *base, const char *path, char *out, size_t outsz,
                    bool keep_trailing)
 {
@@ -89,6 +100,19 @@ int policy_path_lexical(const char *base, const char *path, char *out, size_t ou
     return path_join_fold(base, path, out, outsz, false);
 }
 
+bool policy_path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    /* "/a/" means "/a"; and "/" (n 0 after this) contains every path */
+    while (n > 0 && dir[n - 1] == '/')
+        n--;
+    if (n == 0)
+        return dir[0] == '/' && path[0] == '/';
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* ---- resolving ----------------------------------------------------------- */
+
 /* "/proc/self" and "/proc/thread-self" are kept as written: they stand for
  * the calling process, which is what a policy means by them. */
 static bool is_proc_self(const char *p, size_t n)
@@ -97,19 +121,101 @@ static bool is_proc_self(const char *p, size_t n)
            (n == 17 && memcmp(p, "/proc/thread-self", 17) == 0);
 }
 
+static bool own_view(const struct policy_path_view *view)
+{
+    return view == NULL || view->root == NULL || view->root[0] == '\0';
+}
+
+/* lstat and readlink of PATH as VIEW sees it: its root put before it.
+ * Not inlined: the buffer for another view's name stays off the stack of
+ * the preload's calls, which look in their own. */
+__attribute__((noinline))
+static int view_lstat(const struct policy_path_view *view, const char *path, struct stat *st)
+{
+    char host[PATH_MAX + 64];
+    if (own_view(view))
+        return lstat(path, st);
+    int n = snprintf(host, sizeof host, "%s%s", view->root, path);
+    if (n < 0 || (size_t)n >= sizeof host) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return lstat(host, st);
+}
+
+__attribute__((noinline))
+static ssize_t view_readlink(const struct policy_path_view *view, const char *path,
+                             char *buf, size_t size)
+{
+    char host[PATH_MAX + 64];
+    if (own_view(view))
+        return readlink(path, buf, size);
+    int n = snprintf(host, sizeof host, "%s%s", view->root, path);
+    if (n < 0 || (size_t)n >= sizeof host) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return readlink(host, buf, size);
+}
+
+/* The pid PID has in its own pid namespace (the last NStgid), or -1. */
+static long ns_tgid(pid_t pid)
+{
+    char p[64], line[256];
+    long v = -1;
+    FILE *f;
+
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    f = fopen(p, "re");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "NStgid:", 7) == 0) {
+            char *s = line + 7, *end;
+            for (;;) {
+                long x = strtol(s, &end, 10);
+                if (end == s)
+                    break;
+                v = x;
+                s = end;
+            }
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* OUT[0..*OL) is "/proc/self" or "/proc/thread-self" in another process's
+ * view: the same directory under the number that process has in its own
+ * pid namespace, which is what its /proc shows (/proc/self there would be
+ * the caller, and the caller is not in it).  Unchanged if the number
+ * cannot be read. */
+static void proc_self_in_view(const struct policy_path_view *view, char *out, size_t *ol,
+                              size_t outsz)
+{
+    long t = ns_tgid(view->pid);
+    if (t <= 0)
+        return;
+    int n = snprintf(out, outsz, "/proc/%ld", t);
+    if (n > 0 && (size_t)n < outsz)
+        *ol = (size_t)n;
+}
+
 /*
  * Component by component, like the kernel's lookup: OUT holds the resolved
  * part (no symlinks, so ".." in what follows is its physical parent), REST
  * the components still to walk.  A symlink's target is put in front of
  * REST.  ".." is not folded before resolving: "/ws/link/../x" is where the
  * kernel goes, not "/ws/x".  Once a component does not exist, nothing below
- * it can, and the rest is folded lexically.
+ * it can, and the rest is folded lexically.  OUT is always in the view's
+ * terms; only lstat and readlink see the root put before it.
  */
-int policy_path_resolve(const char *base, const char *path, bool nofollow,
-                        char *out, size_t outsz)
+int policy_path_resolve_in(const struct policy_path_view *view, const char *base,
+                           const char *path, unsigned flags, char *out, size_t outsz)
 {
     char rest[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
     size_t ol = 1, links = 0;
+    bool nofollow = (flags & POLICY_PATH_NOFOLLOW) != 0;
     int n;
 
     if (outsz < 2) {
@@ -155,12 +261,15 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
         if (last && nofollow)
             break;
         if (is_proc_self(out, ol)) {
-            p = after;
-            continue;
+            if (own_view(view) || view->pid <= 0) {
+                p = after;
+                continue;
+            }
+            proc_self_in_view(view, out, &ol, outsz);
         }
 
         struct stat st;
-        if (lstat(out, &st) < 0) {
+        if (view_lstat(view, out, &st) < 0) {
             /* does not exist (or cannot be looked at): keep the rest as written */
             if (fold_into(out, &ol, outsz, after) < 0)
                 return -1;
@@ -170,7 +279,7 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
             p = after;
             continue;
         }
-        ssize_t ln = readlink(out, link, sizeof(link) - 1);
+        ssize_t ln = view_readlink(view, out, link, sizeof(link) - 1);
         if (ln < 0) {
             if (fold_into(out, &ol, outsz, after) < 0)
                 return -1;
@@ -179,9 +288,19 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
         link[ln] = '\0';
         /* In /proc, "pipe:[123]", "socket:[..]", "anon_inode:..", and
          * "/memfd:name (deleted)" name no file: the path itself is the best
-         * name of what it opens. */
+         * name of what it opens (a rule can name it), unless the caller
+         * must know a memfd when it sees one (the supervisor refuses to
+         * run one). */
         if (strncmp(out, "/proc/", 6) == 0 &&
             (link[0] != '/' || strncmp(link, "/memfd:", 7) == 0)) {
+            if ((flags & POLICY_PATH_MEMFD_NAME) && strncmp(link, "/memfd:", 7) == 0) {
+                if ((size_t)ln >= outsz) {
+                    errno = ENAMETOOLONG;
+                    return -1;
+                }
+                memcpy(out, link, (size_t)ln + 1);
+                return 0;
+            }
             if (fold_into(out, &ol, outsz, after) < 0)
                 return -1;
             break;
@@ -207,6 +326,13 @@ int policy_path_resolve(const char *base, const char *path, bool nofollow,
     return 0;
 }
 
+int policy_path_resolve(const char *base, const char *path, bool nofollow,
+                        char *out, size_t outsz)
+{
+    return policy_path_resolve_in(NULL, base, path, nofollow ? POLICY_PATH_NOFOLLOW : 0,
+                                  out, outsz);
+}
+
 int policy_path_expand(const struct policy *p, const char *path, char *out, size_t outsz)
 {
     const char *home = p->info.home;
@@ -221,4 +347,109 @@ int policy_path_expand(const struct policy *p, const char *path, char *out, size
         path = tmp;
     }
     return policy_path_lexical(p->info.workspace, path, out, outsz);
+}
+
+/* ---- PATH ------------------------------------------------------------------ */
+
+static int probe_exec(const char *candidate)
+{
+    struct stat st;
+    if (stat(candidate, &st) < 0)
+        return ENOENT;
+    if (!S_ISREG(st.st_mode) || access(candidate, X_OK) < 0)
+        return EACCES;
+    return 0;
+}
+
+int policy_path_search(const char *file, const char *pathvar, policy_path_probe probe,
+                       char *out, size_t outsz)
+{
+    size_t fl = strlen(file);
+    bool saw_eacces = false;
+
+    if (fl == 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (pathvar == NULL)
+        pathvar = POLICY_PATH_DEFAULT;
+    if (probe == NULL)
+        probe = probe_exec;
+    for (const char *p = pathvar;; p++) {
+        const char *s = p;
+        while (*p != '\0' && *p != ':')
+            p++;
+        size_t dl = (size_t)(p - s);
+        if (dl == 0) {          /* an empty entry is the current directory */
+            s = ".";
+            dl = 1;
+        }
+        /* a candidate too long to name is not there (execvp skips it) */
+        if (dl + 1 + fl < outsz) {
+            memcpy(out, s, dl);
+            out[dl] = '/';
+            memcpy(out + dl + 1, file, fl + 1);
+            int e = probe(out);
+            if (e == 0)
+                return 0;
+            if (e == EACCES)
+                saw_eacces = true;
+        }
+        if (*p == '\0')
+            break;
+    }
+    errno = saw_eacces ? EACCES : ENOENT;
+    return -1;
+}
+
+/* ---- the words of a typed command -------------------------------------- */
+
+int policy_path_shell_words(const char *cmd, char *store, size_t storesz,
+                            char **words, int maxw)
+{
+    int n = 0;
+    size_t o = 0;
+    const char *s = cmd;
+    while (*s != '\0') {
+        while (*s == ' ' || *s == '\t' || *s == '\n')
+            s++;
+        if (*s == '\0')
+            break;
+        if (n + 1 >= maxw)
+            return -1;
+        words[n++] = store + o;
+        while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\n') {
+            if (o + 2 > storesz)
+                return -1;
+            if (*s == '\'') {
+                for (s++; *s != '\0' && *s != '\''; s++) {
+                    if (o + 2 > storesz)
+                        return -1;
+                    store[o++] = *s;
+                }
+                if (*s)
+                    s++;
+            } else if (*s == '"') {
+                for (s++; *s != '\0' && *s != '"'; s++) {
+                    if (*s == '\\' && (s[1] == '"' || s[1] == '\\' || s[1] == '$'))
+                        s++;
+                    if (o + 2 > storesz)
+                        return -1;
+                    store[o++] = *s;
+                }
+                if (*s)
+                    s++;
+            } else if (*s == '\\' && s[1] != '\0') {
+                store[o++] = s[1];
+                s += 2;
+            } else {
+                store[o++] = *s++;
+            }
+        }
+        store[o++] = '\0';
+    }
+    if (maxw < 1)
+        return -1;
+    words[n] = NULL;
+    return n;
 }

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "ops.h"
+#include "path.h"
 
 struct policy;
 
@@ -176,25 +177,8 @@ int policy_decide_net_text(const struct policy *p, enum sbx_op op,
 
 /* ---- paths ---------------------------------------------------------------- */
 
-/* Makes PATH absolute against BASE (an absolute directory), folds ".", ".."
- * and "//", drops a trailing "/".  No system call.  -1/ENAMETOOLONG. */
-int policy_path_lexical(const char *base, const char *path, char *out, size_t outsz);
-
-/* Makes PATH absolute against BASE and resolves symlinks in the components
- * that exist, component by component like the kernel: ".." after a symlink
- * is the parent of its target (so not a lexical fold first); what does not
- * exist yet is kept as written (a file about to be created), folded.  If the
- * last component is a symlink it is followed unless NOFOLLOW.  "/proc/self"
- * and "/proc/thread-self" are kept as written; a /proc link whose target is
- * not a path ("pipe:[12]") ends resolution with the path as it is.  System
- * calls: lstat and readlink.  -1/ELOOP on a symlink loop (40 links),
- * -1/ENAMETOOLONG. */
-int policy_path_resolve(const char *base, const char *path, bool nofollow,
-                        char *out, size_t outsz);
-
-/* Expands a leading "~/" with the policy's home, then makes the result
- * absolute against the workspace (for targets typed by a person). */
-int policy_path_expand(const struct policy *p, const char *path, char *out, size_t outsz);
+/* Folding, resolving, "under", the PATH search and the words of a typed
+ * command: path.h, the one place that says what a path means. */
 
 /* Glob semantics of the contract on absolute paths: `*` within a segment,
  * `**` across segments (a whole-segment `**` also matches zero segments, and

@@ -159,52 +159,12 @@ SBX_EXPORT int execv(const char *path, char *const argv[])
     return guarded_execve(path, argv, environ);
 }
 
-/* Is DIR/FILE what execvp would run?  Writes it into OUT. */
-static bool candidate(const char *dir, size_t dirlen, const char *file, char *out,
-                      size_t size, bool *saw_eacces)
-{
-    struct sbuf s;
-    sbuf_init(&s, out, size);
-    sbuf_addn(&s, dir, dirlen ? dirlen : 1);
-    if (!dirlen)
-        out[0] = '.';           /* an empty PATH entry is the current directory */
-    sbuf_add(&s, "/");
-    sbuf_add(&s, file);
-    if (s.cut)
-        return false;
-    struct stat st;
-    if (guard_raw(SYS_newfstatat, AT_FDCWD, (long)out, (long)&st, 0, 0, 0) != 0)
-        return false;
-    if (!S_ISREG(st.st_mode) || guard_raw(SYS_faccessat, AT_FDCWD, (long)out, X_OK, 0, 0, 0)) {
-        *saw_eacces = true;
-        return false;
-    }
-    return true;
-}
-
-/* The program execvp and posix_spawnp would run for FILE, into OUT.
- * 0 or -1 with errno ENOENT / EACCES. */
+/* The program execvp and posix_spawnp would run for FILE, into OUT
+ * (policy_path_search, with system calls around libc).  0 or -1 with errno
+ * ENOENT / EACCES. */
 static int search_path(const char *file, char *out, size_t size)
 {
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/bin:/usr/bin";
-    bool saw_eacces = false;
-    if (!*file) {
-        errno = ENOENT;
-        return -1;
-    }
-    for (const char *p = path;; p++) {
-        const char *s = p;
-        while (*p && *p != ':')
-            p++;
-        if (candidate(s, (size_t)(p - s), file, out, size, &saw_eacces))
-            return 0;
-        if (!*p)
-            break;
-    }
-    errno = saw_eacces ? EACCES : ENOENT;
-    return -1;
+    return policy_path_search(file, getenv("PATH"), guard_probe_exec, out, size);
 }
 
 SBX_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])

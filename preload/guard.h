@@ -147,10 +147,9 @@ int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
 
 /* ---- paths (path.c) ------------------------------------------------------ */
 
-/* Folds PATH lexically (".", "..", "//", trailing "/") against BASE (an
- * absolute directory; ignored when PATH is absolute) into OUT.  No system
- * call.  0, or -1/ENAMETOOLONG. */
-int guard_fold(const char *base, const char *path, char *out, size_t outsz);
+/* Folding and resolving are policy/path.h's (policy_path_lexical,
+ * policy_path_fold_onto, policy_path_resolve): one meaning of a path for
+ * the guard, the supervisor and the tools. */
 
 /* The directory DIRFD names (AT_FDCWD: the current directory) into OUT, by
  * getcwd or readlink(/proc/self/fd/N).  0 or -1/errno. */
@@ -162,13 +161,17 @@ void guard_cwd_changed(void);
  * the current directory again. */
 void guard_cwd_memo_off(void);
 
-/* guard_fold of PATH against DIRFD's directory (which is looked up only when
+/* policy_path_lexical of PATH against DIRFD's directory (which is looked up only when
  * PATH is relative). */
 int guard_lexical(int dirfd, const char *path, char *out, size_t outsz);
 
 /* The lexical path with symlinks resolved (policy_path_resolve against
  * DIRFD's directory); the last component is not followed if NOFOLLOW. */
 int guard_resolve(int dirfd, const char *path, bool nofollow, char *out, size_t outsz);
+
+/* The PATH search's probe (policy_path_search) made of raw system calls:
+ * newfstatat and faccessat, around libc.  0, EACCES or ENOENT. */
+int guard_probe_exec(const char *candidate);
 
 /* The path an open file descriptor names (readlink /proc/self/fd/N). */
 int guard_fd_path(int fd, char *out, size_t outsz);

@@ -5,6 +5,9 @@
  * Two ways: lexical (fold ".", "..", "//" against the current directory or
  * the directory a dirfd names; one system call at most) and resolved
  * (policy_path_resolve: symlinks followed, one system call per component).
+ * What folding and resolving mean is policy/path.h's, shared with the
+ * supervisor and the tools; this file only finds the base a call is
+ * relative to (getcwd, a dirfd) and walks PATH without libc's help.
  * The lexical path is the real one exactly when no symlink lies on the way;
  * file.c checks that for free with openat2(RESOLVE_NO_SYMLINKS), the other
  * calls resolve every time (guard_judge_path).
@@ -13,66 +16,12 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "guard.h"
-
-/* Appends the components of P to OUT[0..*LEN), folding as it goes. */
-static int fold_into(char *out, size_t outsz, size_t *len, const char *p)
-{
-    while (*p) {
-        while (*p == '/')
-            p++;
-        if (!*p)
-            break;
-        const char *c = p;
-        while (*p && *p != '/')
-            p++;
-        size_t n = (size_t)(p - c);
-        if (n == 1 && c[0] == '.')
-            continue;
-        if (n == 2 && c[0] == '.' && c[1] == '.') {
-            while (*len > 0 && out[*len - 1] != '/')
-                (*len)--;
-            if (*len > 0)
-                (*len)--;
-            continue;
-        }
-        if (*len + 1 + n >= outsz) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        out[(*len)++] = '/';
-        memcpy(out + *len, c, n);
-        *len += n;
-    }
-    return 0;
-}
-
-/* Folds PATH onto the LEN bytes of a folded absolute path in OUT ("" for
- * the root) and terminates it. */
-static int fold_onto(char *out, size_t outsz, size_t len, const char *path)
-{
-    if (outsz < 2) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (fold_into(out, outsz, &len, path) < 0)
-        return -1;
-    if (len == 0)
-        out[len++] = '/';
-    out[len] = '\0';
-    return 0;
-}
-
-int guard_fold(const char *base, const char *path, char *out, size_t outsz)
-{
-    size_t len = 0;
-    if (path[0] != '/' && base && fold_into(out, outsz, &len, base) < 0)
-        return -1;
-    return fold_onto(out, outsz, len, path);
-}
 
 /* "/proc/self/fd/N" into BUF. */
 static void proc_fd_name(int fd, char *buf, size_t size)
@@ -250,14 +199,13 @@ int guard_lexical(int dirfd, const char *path, char *out, size_t outsz)
         return -1;
     }
     if (path[0] == '/')
-        return guard_fold(NULL, path, out, outsz);
+        return policy_path_lexical(NULL, path, out, outsz);
     /* The base comes from the kernel (getcwd, or the link of a dirfd), so
      * it is absolute and already folded: it goes into OUT as it is, and
      * only the program's part is folded onto it. */
     if (guard_dirfd_path(dirfd, out, outsz) < 0)
         return -1;
-    size_t len = strlen(out);
-    return fold_onto(out, outsz, len == 1 ? 0 : len, path);   /* "/": "" */
+    return policy_path_fold_onto(out, outsz, strlen(out), path);
 }
 
 int guard_resolve(int dirfd, const char *path, bool nofollow, char *out, size_t outsz)
@@ -266,6 +214,16 @@ int guard_resolve(int dirfd, const char *path, bool nofollow, char *out, size_t 
     if (path[0] != '/' && guard_dirfd_path(dirfd, base, sizeof base) < 0)
         return -1;
     return policy_path_resolve(base, path, nofollow, out, outsz);
+}
+
+int guard_probe_exec(const char *candidate)
+{
+    struct stat st;
+    if (guard_raw(SYS_newfstatat, AT_FDCWD, (long)candidate, (long)&st, 0, 0, 0) != 0)
+        return ENOENT;
+    if (!S_ISREG(st.st_mode) || guard_raw(SYS_faccessat, AT_FDCWD, (long)candidate, X_OK, 0, 0, 0))
+        return EACCES;
+    return 0;
 }
 
 bool guard_verdict_final(const struct guard_verdict *gv)

@@ -1,8 +1,10 @@
 /* guard_env.c — the agent's environment and program lookup (see guard_env.h). */
 #include "guard_env.h"
+#include "path.h"
 #include "paths.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,56 +106,30 @@ void guard_env_free(char **env)
     free(env);
 }
 
-static int is_exec_file(const char *path)
-{
-    return access(path, X_OK) == 0;
-}
-
 int guard_find_program(const char *cmd, char *const env[], char *out, size_t outsz)
 {
-    if (!*cmd) {
-        errno = ENOENT;
+    char found[PATH_MAX], cwd[PATH_MAX];
+    const char *name = cmd;
+
+    if (strchr(cmd, '/') == NULL) {
+        /* execvp's search (path.h); a relative PATH entry gives a relative name */
+        if (policy_path_search(cmd, guard_env_get(env, "PATH"), NULL, found, sizeof found) < 0)
+            return -1;
+        name = found;
+    } else if (access(cmd, X_OK) < 0) {
         return -1;
     }
-    if (strchr(cmd, '/')) {
-        char cwd[4096];
-        if (cmd[0] == '/') {
-            if (strlcpy(out, cmd, outsz) >= outsz)
-                goto toolong;
-        } else {
-            if (!getcwd(cwd, sizeof cwd))
-                return -1;
-            if ((size_t)snprintf(out, outsz, "%s/%s", cwd, cmd) >= outsz)
-                goto toolong;
-        }
-        if (!is_exec_file(out))
-            return -1;
+    if (name[0] == '/') {
+        if (strlcpy(out, name, outsz) >= outsz)
+            goto toolong;
         return 0;
     }
-    const char *path = guard_env_get(env, "PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path) {
-        const char *end = strchrnul(path, ':');
-        size_t dlen = (size_t)(end - path);
-        if (dlen == 0) {
-            if ((size_t)snprintf(out, outsz, "./%s", cmd) >= outsz)
-                goto toolong;
-        } else if ((size_t)snprintf(out, outsz, "%.*s/%s", (int)dlen, path, cmd) >= outsz) {
-            goto toolong;
-        }
-        if (is_exec_file(out)) {
-            if (out[0] == '/')
-                return 0;
-            char rel[4096];
-            if (strlcpy(rel, out, sizeof rel) >= sizeof rel)
-                goto toolong;
-            return guard_find_program(rel, env, out, outsz);
-        }
-        path = *end ? end + 1 : end;
-    }
-    errno = ENOENT;
-    return -1;
+    /* joined as text: "link/.." is for the resolver to walk, not to fold */
+    if (!getcwd(cwd, sizeof cwd))
+        return -1;
+    if ((size_t)snprintf(out, outsz, "%s/%s", cwd, name) >= outsz)
+        goto toolong;
+    return 0;
 toolong:
     errno = ENAMETOOLONG;
     return -1;

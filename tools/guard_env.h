@@ -34,8 +34,8 @@ void guard_env_free(char **env);
 const char *guard_env_get(char *const env[], const char *name);
 
 /* Resolves a command name like execvp would, with PATH from ENV: a name
- * with a slash is made absolute against the cwd; otherwise the first
- * executable file in PATH.  0 with OUT filled, or -1 with errno. */
+ * with a slash is made absolute against the cwd; otherwise PATH is searched
+ * (policy_path_search).  0 with OUT filled, or -1 with errno. */
 int guard_find_program(const char *cmd, char *const env[], char *out, size_t outsz);
 
 #endif

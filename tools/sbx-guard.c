@@ -222,15 +222,6 @@ static int find_preload(char *out, size_t outsz)
     return -1;
 }
 
-/* True if PATH is DIR or below it (both absolute, normalized). */
-static bool path_within(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    if (n == 1 && dir[0] == '/')
-        return true;
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* Absolute, symlink-resolved form of PATH, even if its last components do
  * not exist yet (the store may not have been created). */
 static void resolve_loose(const char *path, char *out, size_t outsz)
@@ -631,11 +622,11 @@ static void load_policy(struct run *r)
 /* 2. The record must be out of the agent's reach. */
 static void check_out_of_reach(const struct run *r)
 {
-    if (path_within(r->db_abs, r->info->workspace))
+    if (policy_path_under(r->db_abs, r->info->workspace))
         errx(EXIT_GUARD_FAILED, "the audit store %s is inside the workspace %s; the agent "
              "could rewrite its own record (set SBX_AUDIT_DB elsewhere)",
              r->db_abs, r->info->workspace);
-    if (path_within(r->rt_abs, r->info->workspace))
+    if (policy_path_under(r->rt_abs, r->info->workspace))
         errx(EXIT_GUARD_FAILED, "the runtime directory %s is inside the workspace %s (set "
              "SBX_RUNTIME_DIR elsewhere)", r->rt_abs, r->info->workspace);
 }

@@ -120,63 +120,19 @@ static int cmd_check(int argc, char **argv)
     return rc;
 }
 
-/* Splits a command line into words: spaces separate, '...' and "..."
- * quote, backslash escapes.  The words live in STORE. */
-static int split(const char *s, char *store, char **words, int maxw)
-{
-    int n = 0;
-    char *o = store;
-    while (*s) {
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (!*s)
-            break;
-        if (n + 1 >= maxw)
-            return -1;
-        words[n++] = o;
-        while (*s && *s != ' ' && *s != '\t') {
-            if (*s == '\'' || *s == '"') {
-                char q = *s++;
-                while (*s && *s != q)
-                    *o++ = *s++;
-                if (*s)
-                    s++;
-            } else if (*s == '\\' && s[1]) {
-                *o++ = s[1];
-                s += 2;
-            } else {
-                *o++ = *s++;
-            }
-        }
-        *o++ = '\0';
-    }
-    words[n] = NULL;
-    return n;
-}
-
-/* argv[0] as exec would find it: with a slash as a path, else in $PATH. */
+/* argv[0] as exec would find it: with a slash as a path, else in $PATH
+ * (path.h); either against the policy's workspace and home. */
 static int find_program(const struct policy *p, const char *name, char *out, size_t outsz)
 {
-    char expanded[PATH_MAX];
-    if (strchr(name, '/') != NULL) {
-        if (policy_path_expand(p, name, expanded, sizeof(expanded)) < 0)
+    char found[PATH_MAX], expanded[PATH_MAX];
+    if (strchr(name, '/') == NULL) {
+        if (policy_path_search(name, getenv("PATH"), NULL, found, sizeof(found)) < 0)
             return -1;
-        return policy_path_resolve("/", expanded, false, out, outsz);
+        name = found;
     }
-    const char *path = getenv("PATH");
-    if (path == NULL || *path == '\0')
-        path = "/usr/local/bin:/usr/bin:/bin";
-    while (*path) {
-        const char *c = strchr(path, ':');
-        size_t n = c ? (size_t)(c - path) : strlen(path);
-        char cand[PATH_MAX];
-        if (n > 0 && (size_t)snprintf(cand, sizeof(cand), "%.*s/%s", (int)n, path, name) < sizeof(cand) &&
-            access(cand, X_OK) == 0)
-            return policy_path_resolve("/", cand, false, out, outsz);
-        path += n + (c != NULL);
-    }
-    errno = ENOENT;
-    return -1;
+    if (policy_path_expand(p, name, expanded, sizeof(expanded)) < 0)
+        return -1;
+    return policy_path_resolve("/", expanded, false, out, outsz);
 }
 
 /* Is PATH inside the root of any rule of list L?  Sets *ROOT to it. */
@@ -188,9 +144,7 @@ static bool under_root(const struct policy *p, enum policy_list l, const char *p
     for (size_t i = 0; i < n; i++) {
         if (policy_glob_root(r[i].pattern, root, rootsz) < 0)
             continue;
-        size_t rl = strlen(root);
-        if (strcmp(root, "/") == 0 ||
-            (strncmp(path, root, rl) == 0 && (path[rl] == '\0' || path[rl] == '/')))
+        if (policy_path_under(path, root))
             return true;
     }
     return false;
@@ -290,7 +244,7 @@ static int cmd_explain(int argc, char **argv)
     switch (sbx_op_class(op)) {
     case SBX_CLASS_EXEC: {
         char store[8192], *words[256], prog[PATH_MAX];
-        if (strlen(argv[2]) >= sizeof(store) || split(argv[2], store, words, 256) <= 0) {
+        if (strlen(argv[2]) >= sizeof(store) || policy_path_shell_words(argv[2], store, sizeof(store), words, 256) <= 0) {
             warnx("%s: not a command line", argv[2]);
             goto out;
         }

@@ -33,7 +33,7 @@
 static void expect_fold(const char *base, const char *path, const char *want)
 {
     char out[GUARD_PATH_MAX];
-    assert_int_equal(guard_fold(base, path, out, sizeof out), 0);
+    assert_int_equal(policy_path_lexical(base, path, out, sizeof out), 0);
     if (strcmp(out, want) != 0)
         fail_msg("fold(%s, %s) = %s, want %s", base ? base : "NULL", path, out, want);
 }
@@ -72,11 +72,11 @@ static void test_fold_refuses_what_does_not_fit(void **state)
     big[sizeof big - 1] = '\0';
     char out[GUARD_PATH_MAX];
     errno = 0;
-    assert_int_equal(guard_fold(NULL, big, out, sizeof out), -1);
+    assert_int_equal(policy_path_lexical(NULL, big, out, sizeof out), -1);
     assert_int_equal(errno, ENAMETOOLONG);
     char small[8];
-    assert_int_equal(guard_fold("/abc", "defgh", small, sizeof small), -1);
-    assert_int_equal(guard_fold("/abc", "de", small, sizeof small), 0);
+    assert_int_equal(policy_path_lexical("/abc", "defgh", small, sizeof small), -1);
+    assert_int_equal(policy_path_lexical("/abc", "de", small, sizeof small), 0);
     assert_string_equal(small, "/abc/de");
 }
 
