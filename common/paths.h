@@ -31,8 +31,11 @@
 #define SBX_ENV_HOME         "SBX_HOME"         /* the home "~/" meant when the policy
                                                  * was loaded (the agent may change HOME) */
 
-/* The compiled policy sbx-guard saves next to the policy copy: the preload
- * loads "$SBX_POLICY_FILE" SBX_POLICY_IMAGE_SUFFIX when it is there. */
+#define SBX_ENV_POLICY_IMAGE "SBX_POLICY_IMAGE" /* the compiled policy; unset: none */
+
+/* The compiled policy sbx-guard saves next to the policy copy, named
+ * "$SBX_POLICY_FILE" SBX_POLICY_IMAGE_SUFFIX and handed to the preload in
+ * SBX_POLICY_IMAGE (only when it was written). */
 #define SBX_POLICY_IMAGE_SUFFIX ".img"
 
 /* Socket and file names inside the runtime directory. */

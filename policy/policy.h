@@ -54,6 +54,34 @@ struct policy_options {
                                  * audit store, the runtime directory */
 };
 
+/* Where an agent's policy and sbx's own files are, as sbx-guard knows them
+ * and hands them to the preload (SBX_* variables, paths.h). */
+struct policy_agent {
+    const char *workspace;      /* absolute; NULL: the policy's own */
+    const char *display_path;   /* the policy file as the user named it */
+    const char *home;           /* what "~/" means; NULL: $HOME */
+    const char *runtime_dir;    /* absolute: sbx's sockets */
+    const char *audit_db;       /* absolute: the store (its directory) */
+    const char *policy_copy;    /* absolute: the agent's copy of the policy;
+                                 * NULL while there is none yet */
+};
+
+/* The options of an agent's policy and the storage they point into. */
+struct policy_agent_options {
+    struct policy_options opt;
+    const char *protect[4];
+    char db_dir[4096];
+};
+
+/* Builds the options every load of an agent's policy uses, sbx-guard's
+ * (which checks the policy and compiles the image) and the preload's (which
+ * loads the image, or the copy when there is none), so that both give the
+ * same policy: IN's paths as they are, and protected whatever the policy
+ * says the runtime directory, the store's directory and the policy copy.
+ * OUT->opt points into IN's strings and into OUT itself: both must stay
+ * where they are while it is used. */
+void policy_agent_options(const struct policy_agent *in, struct policy_agent_options *out);
+
 /* Loads PATH.  On error returns NULL and fills DIAG (if non-NULL). */
 struct policy *policy_load(const char *path, const struct policy_options *opt,
                            struct policy_diag *diag);

@@ -56,6 +56,7 @@ struct guard_env guard_envs[GENV__COUNT] = {
     [GENV_PRELOAD] = {SBX_ENV_PRELOAD, NULL, NULL},
     [GENV_HOME] = {SBX_ENV_HOME, NULL, NULL},
     [GENV_RING_ASYNC] = {SBX_ENV_RING_ASYNC, NULL, NULL},
+    [GENV_IMAGE] = {SBX_ENV_POLICY_IMAGE, NULL, NULL},
 };
 const char *guard_preload_path;
 const char *guard_ld_preload_entry;
@@ -63,12 +64,13 @@ const struct policy *guard_policy;
 uint64_t guard_max_write;
 bool guard_notify;
 
-/* The protect list handed to the policy: the runtime directory (sockets),
- * the audit store's directory and the policy copy itself (a root agent
- * could otherwise rewrite the policy its next child loads). */
-static char protect_runtime[GUARD_PATH_MAX];
-static char protect_db_dir[GUARD_PATH_MAX];
-static const char *protect_list[4];
+/* sbx's runtime directory and store as sbx-guard named them (else where
+ * they are by default), and the options the policy is loaded with
+ * (policy_agent_options: the same as sbx-guard's, which compiled the
+ * image).  Built at capture, while the environment is sbx-guard's. */
+static char sbx_runtime[GUARD_PATH_MAX];
+static char sbx_audit_db[GUARD_PATH_MAX];
+static struct policy_agent_options agent_opt;
 
 bool guard_inside(void)
 {
@@ -125,55 +127,42 @@ static void find_self(void)
         guard_ld_preload_entry = dup_entry("LD_PRELOAD", p);
 }
 
-static void build_protect(void)
+static void build_options(void)
 {
-    size_t n = 0;
     if (guard_envs[GENV_RUNTIME].value)
-        strlcpy(protect_runtime, guard_envs[GENV_RUNTIME].value, sizeof protect_runtime);
-    else if (sbx_path_runtime_dir(protect_runtime, sizeof protect_runtime) < 0)
-        protect_runtime[0] = '\0';
-    if (protect_runtime[0] == '/')
-        protect_list[n++] = protect_runtime;
-
+        strlcpy(sbx_runtime, guard_envs[GENV_RUNTIME].value, sizeof sbx_runtime);
+    else if (sbx_path_runtime_dir(sbx_runtime, sizeof sbx_runtime) < 0)
+        sbx_runtime[0] = '\0';
     if (guard_envs[GENV_AUDIT_DB].value)
-        strlcpy(protect_db_dir, guard_envs[GENV_AUDIT_DB].value, sizeof protect_db_dir);
-    else if (sbx_path_audit_db(protect_db_dir, sizeof protect_db_dir) < 0)
-        protect_db_dir[0] = '\0';
-    char *slash = strrchr(protect_db_dir, '/');
-    if (slash && slash != protect_db_dir) {
-        *slash = '\0';
-        protect_list[n++] = protect_db_dir;
-    }
-    if (guard_envs[GENV_POLICY].value && guard_envs[GENV_POLICY].value[0] == '/')
-        protect_list[n++] = guard_envs[GENV_POLICY].value;
-    protect_list[n] = NULL;
-}
-
-static void load_policy(void)
-{
-    struct policy_options opt = {
+        strlcpy(sbx_audit_db, guard_envs[GENV_AUDIT_DB].value, sizeof sbx_audit_db);
+    else if (sbx_path_audit_db(sbx_audit_db, sizeof sbx_audit_db) < 0)
+        sbx_audit_db[0] = '\0';
+    struct policy_agent a = {
         .workspace = guard_envs[GENV_WORKSPACE].value,
         .display_path = guard_envs[GENV_ORIGIN].value,
         /* The home sbx-guard checked the policy with, not this process's
          * $HOME, which the agent can set to anything for a child. */
         .home = guard_envs[GENV_HOME].value,
-        .protect = protect_list,
+        .runtime_dir = sbx_runtime,
+        .audit_db = sbx_audit_db,
+        .policy_copy = guard_envs[GENV_POLICY].value,
     };
+    policy_agent_options(&a, &agent_opt);
+}
+
+static void load_policy(void)
+{
     /* The diagnostics are large; this runs once per process. */
     static struct policy_diag diag;
-    /* What sbx-guard compiled for this agent, if it is there (policy.h:
+    /* What sbx-guard compiled for this agent, if it said so (policy.h:
      * policy_image_load); else the copy itself.  Both give the same
      * policy: the image was loaded from the copy with these options. */
     struct policy *p = NULL;
-    char image[GUARD_PATH_MAX];
     const char *copy = guard_envs[GENV_POLICY].value;
-    if (copy && strlen(copy) + sizeof SBX_POLICY_IMAGE_SUFFIX <= sizeof image) {
-        strlcpy(image, copy, sizeof image);
-        strlcat(image, SBX_POLICY_IMAGE_SUFFIX, sizeof image);
-        p = policy_image_load(image, NULL, 0);
-    }
+    if (guard_envs[GENV_IMAGE].value)
+        p = policy_image_load(guard_envs[GENV_IMAGE].value, NULL, 0);
     if (!p)
-        p = policy_load(copy, &opt, &diag);
+        p = policy_load(copy, &agent_opt.opt, &diag);
     if (!p) {
         char msg[POLICY_DIAG_LEN + 160];
         struct sbuf s;
@@ -250,7 +239,7 @@ static int capture(void)
         return ST_PASS;
     capture_env();
     find_self();
-    build_protect();
+    build_options();
     guard_notify = guard_envs[GENV_NOTIFY].value &&
                    strcmp(guard_envs[GENV_NOTIFY].value, "1") == 0;
     /* Cheap (strings copied, one page mapped), and it registers a fork
@@ -258,7 +247,7 @@ static int capture(void)
      * phase 2 (see fork_prepare). */
     /* A failure here shows at the first event: sbx_emit then returns -1
      * and the call fails closed with a message. */
-    (void)sbx_emit_init(protect_runtime[0] ? protect_runtime : NULL,
+    (void)sbx_emit_init(sbx_runtime[0] ? sbx_runtime : NULL,
                         guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
     sbx_emit_set_async(guard_envs[GENV_RING_ASYNC].value &&
                        strcmp(guard_envs[GENV_RING_ASYNC].value, "1") == 0);

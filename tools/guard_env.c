@@ -83,6 +83,7 @@ char **guard_env_build(const struct policy *p, char *const host_env[],
         env_put(&e, SBX_ENV_PRELOAD, v->preload) < 0 ||
         env_put(&e, SBX_ENV_POLICY, v->policy_copy) < 0 ||
         env_put(&e, SBX_ENV_POLICY_NAME, v->policy_origin) < 0 ||
+        (v->policy_image && env_put(&e, SBX_ENV_POLICY_IMAGE, v->policy_image) < 0) ||
         env_put(&e, SBX_ENV_WORKSPACE, v->workspace) < 0 ||
         (v->home && env_put(&e, SBX_ENV_HOME, v->home) < 0) ||
         env_put(&e, SBX_ENV_RING_ASYNC, "1") < 0 ||

@@ -18,6 +18,7 @@ struct guard_env_vars {
     const char *preload;        /* absolute path of libsbx-preload.so */
     const char *policy_copy;    /* private copy the preload loads */
     const char *policy_origin;  /* the path the user gave */
+    const char *policy_image;   /* its compiled form; NULL: none */
     const char *workspace;
     const char *home;           /* the policy's "~/" */
     const char *runtime_dir;

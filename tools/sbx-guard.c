@@ -272,12 +272,12 @@ static void default_name(const char *cmd, char *out, size_t outsz)
 }
 
 /* The compiled policy for the preload (policy_image_save): the policy
- * sbx-guard loaded and checked, with the options the preload would use
- * (preload/init.c) but for the policy copy among the protected paths,
- * which lies inside the protected runtime directory anyway; and named by
- * its absolute path, as the preload names it.  Without the image the
- * preload loads the copy: slower, the same decisions; so a failure here is
- * only a warning. */
+ * sbx-guard loaded and checked, with the options the preload builds too
+ * (policy_agent_options) but for the policy copy among the protected
+ * paths, which lies inside the protected runtime directory anyway; and
+ * named by its absolute path, as the preload names it.  The preload is
+ * told where it is (SBX_POLICY_IMAGE); without it the preload loads the
+ * copy: slower, the same decisions; so a failure here is only a warning. */
 static int write_policy_image(struct policy *p, const char *origin, const char *image)
 {
     char why[512] = "out of memory";
@@ -557,7 +557,6 @@ struct run {
     struct opts o;
     char rt_abs[PATH_MAX];      /* the runtime directory, resolved */
     char db_abs[PATH_MAX];      /* the audit store, resolved */
-    char db_dir[PATH_MAX];      /* and its directory */
     char policy_buf[PATH_MAX];
     const char *policy_path;    /* as the user named it (or the default) */
     struct policy *pol;
@@ -584,10 +583,6 @@ static void locate_state(struct run *r)
         err(EXIT_GUARD_FAILED, "%s", runtime_dir);
     resolve_loose(runtime_dir, r->rt_abs, sizeof r->rt_abs);
     resolve_loose(audit_db, r->db_abs, sizeof r->db_abs);
-    strlcpy(r->db_dir, r->db_abs, sizeof r->db_dir);
-    char *slash = strrchr(r->db_dir, '/');
-    if (slash && slash != r->db_dir)
-        *slash = '\0';
 }
 
 /* 1. The policy, with sbx's own store and sockets protected whatever it
@@ -598,14 +593,16 @@ static void load_policy(struct run *r)
     char ws_abs[PATH_MAX];
     if (r->o.workspace && !realpath(r->o.workspace, ws_abs))
         err(EXIT_GUARD_FAILED, "--workspace %s", r->o.workspace);
-    const char *protect[] = { r->rt_abs, r->db_dir, NULL };
-    struct policy_options popt = {
-        .workspace = r->o.workspace ? ws_abs : NULL,
-        .display_path = r->policy_path,
-        .protect = protect,
+    /* The preload builds its options the same way (no copy yet here; it
+     * lies inside the protected runtime directory anyway). */
+    struct policy_agent agent = {
+        .workspace = r->o.workspace ? ws_abs : NULL, .display_path = r->policy_path,
+        .runtime_dir = r->rt_abs, .audit_db = r->db_abs,
     };
+    static struct policy_agent_options popt;
+    policy_agent_options(&agent, &popt);
     struct policy_diag diag = { 0 };
-    r->pol = policy_load(r->policy_path, &popt, &diag);
+    r->pol = policy_load(r->policy_path, &popt.opt, &diag);
     if (!r->pol) {
         unsigned shown = diag.count < POLICY_DIAG_MAX ? diag.count : POLICY_DIAG_MAX;
         for (unsigned i = 0; i < shown; i++)
@@ -682,6 +679,7 @@ static void build_env(struct run *r)
 {
     struct guard_env_vars vars = {
         .preload = r->preload, .policy_copy = r->copy, .policy_origin = r->origin,
+        .policy_image = r->image[0] ? r->image : NULL,
         .workspace = r->info->workspace, .home = r->info->home,
         .runtime_dir = r->rt_abs, .audit_db = r->db_abs,
         .agent = r->name, .agent_id = r->run_id, .agent_token = r->token,
