@@ -126,36 +126,32 @@ static bool own_view(const struct policy_path_view *view)
     return view == NULL || view->root == NULL || view->root[0] == '\0';
 }
 
-/* lstat and readlink of PATH as VIEW sees it: its root put before it.
+/* Looks at PATH as VIEW sees it (its root put before it): the length of
+ * a symlink's target, read into LINK; 0 for anything else that is there;
+ * -1 where nothing can be looked at (not there, not readable, too long).
  * Not inlined: the buffer for another view's name stays off the stack of
  * the preload's calls, which look in their own. */
 __attribute__((noinline))
-static int view_lstat(const struct policy_path_view *view, const char *path, struct stat *st)
+static ssize_t view_look(const struct policy_path_view *view, const char *path,
+                         char *link, size_t linksz)
 {
     char host[PATH_MAX + 64];
-    if (own_view(view))
-        return lstat(path, st);
-    int n = snprintf(host, sizeof host, "%s%s", view->root, path);
-    if (n < 0 || (size_t)n >= sizeof host) {
-        errno = ENAMETOOLONG;
-        return -1;
+    struct stat st;
+    if (!own_view(view)) {
+        int n = snprintf(host, sizeof host, "%s%s", view->root, path);
+        if (n < 0 || (size_t)n >= sizeof host)
+            return -1;
+        path = host;
     }
-    return lstat(host, st);
-}
-
-__attribute__((noinline))
-static ssize_t view_readlink(const struct policy_path_view *view, const char *path,
-                             char *buf, size_t size)
-{
-    char host[PATH_MAX + 64];
-    if (own_view(view))
-        return readlink(path, buf, size);
-    int n = snprintf(host, sizeof host, "%s%s", view->root, path);
-    if (n < 0 || (size_t)n >= sizeof host) {
-        errno = ENAMETOOLONG;
+    if (lstat(path, &st) < 0)
         return -1;
-    }
-    return readlink(host, buf, size);
+    if (!S_ISLNK(st.st_mode))
+        return 0;
+    ssize_t n = readlink(path, link, linksz - 1);
+    if (n <= 0)
+        return -1;
+    link[n] = '\0';
+    return n;
 }
 
 /* The pid PID has in its own pid namespace (the last NStgid), or -1. */
@@ -268,24 +264,17 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
             proc_self_in_view(view, out, &ol, outsz);
         }
 
-        struct stat st;
-        if (view_lstat(view, out, &st) < 0) {
-            /* does not exist (or cannot be looked at): keep the rest as written */
+        ssize_t ln = view_look(view, out, link, sizeof(link));
+        if (ln < 0) {
+            /* not there (or cannot be looked at): keep the rest as written */
             if (fold_into(out, &ol, outsz, after) < 0)
                 return -1;
             break;
         }
-        if (!S_ISLNK(st.st_mode)) {
+        if (ln == 0) {
             p = after;
             continue;
         }
-        ssize_t ln = view_readlink(view, out, link, sizeof(link) - 1);
-        if (ln < 0) {
-            if (fold_into(out, &ol, outsz, after) < 0)
-                return -1;
-            break;
-        }
-        link[ln] = '\0';
         /* In /proc, "pipe:[123]", "socket:[..]", "anon_inode:..", and
          * "/memfd:name (deleted)" name no file: the path itself is the best
          * name of what it opens (a rule can name it), unless the caller
@@ -421,17 +410,12 @@ int policy_path_shell_words(const char *cmd, char *store, size_t storesz,
         while (*s != '\0' && *s != ' ' && *s != '\t' && *s != '\n') {
             if (o + 2 > storesz)
                 return -1;
-            if (*s == '\'') {
-                for (s++; *s != '\0' && *s != '\''; s++) {
-                    if (o + 2 > storesz)
-                        return -1;
-                    store[o++] = *s;
-                }
-                if (*s)
-                    s++;
-            } else if (*s == '"') {
-                for (s++; *s != '\0' && *s != '"'; s++) {
-                    if (*s == '\\' && (s[1] == '"' || s[1] == '\\' || s[1] == '$'))
+            if (*s == '\'' || *s == '"') {
+                /* '...' takes every character as it is; "..." all but
+                 * \" \\ and \$, which stand for the second character */
+                char q = *s++;
+                for (; *s != '\0' && *s != q; s++) {
+                    if (q == '"' && *s == '\\' && (s[1] == '"' || s[1] == '\\' || s[1] == '$'))
                         s++;
                     if (o + 2 > storesz)
                         return -1;

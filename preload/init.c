@@ -127,16 +127,19 @@ static void find_self(void)
         guard_ld_preload_entry = dup_entry("LD_PRELOAD", p);
 }
 
+/* What variable WHICH said, else FALLBACK's answer, else "". */
+static void env_or(int which, int (*fallback)(char *, size_t), char *out, size_t outsz)
+{
+    if (guard_envs[which].value)
+        strlcpy(out, guard_envs[which].value, outsz);
+    else if (fallback(out, outsz) < 0)
+        out[0] = '\0';
+}
+
 static void build_options(void)
 {
-    if (guard_envs[GENV_RUNTIME].value)
-        strlcpy(sbx_runtime, guard_envs[GENV_RUNTIME].value, sizeof sbx_runtime);
-    else if (sbx_path_runtime_dir(sbx_runtime, sizeof sbx_runtime) < 0)
-        sbx_runtime[0] = '\0';
-    if (guard_envs[GENV_AUDIT_DB].value)
-        strlcpy(sbx_audit_db, guard_envs[GENV_AUDIT_DB].value, sizeof sbx_audit_db);
-    else if (sbx_path_audit_db(sbx_audit_db, sizeof sbx_audit_db) < 0)
-        sbx_audit_db[0] = '\0';
+    env_or(GENV_RUNTIME, sbx_path_runtime_dir, sbx_runtime, sizeof sbx_runtime);
+    env_or(GENV_AUDIT_DB, sbx_path_audit_db, sbx_audit_db, sizeof sbx_audit_db);
     struct policy_agent a = {
         .workspace = guard_envs[GENV_WORKSPACE].value,
         .display_path = guard_envs[GENV_ORIGIN].value,
