@@ -14,20 +14,23 @@
 /* A loop limit like the kernel's (40 symlinks per lookup). */
 #define RESOLVE_MAX_LINKS 40
 
-/* Appends component C (length N) to OUT (length *OL), folding "." and "..".
- * OUT is "/" or "/a/b" (never a trailing slash). */
+/* The next component of P: slashes skipped, its start returned and its
+ * length in *N (0 at the end of P). */
+static inline const char *next_comp(const char *p, size_t *n)
+{
+    while (*p == '/')
+        p++;
+    const char *c = p;
+    while (*p != '\0' && *p != '/')
+        p++;
+    *n = (size_t)(p - c);
+    return c;
+}
+
+/* Appends component C (length N, neither "." nor "..") to OUT (length
+ * *OL: "/" or "/a/b", never a trailing slash). */
 static int push_comp(char *out, size_t *ol, size_t outsz, const char *c, size_t n)
 {
-    if (n == 0 || (n == 1 && c[0] == '.'))
-        return 0;
-    if (n == 2 && c[0] == '.' && c[1] == '.') {
-        while (*ol > 1 && out[*ol - 1] != '/')
-            (*ol)--;
-        if (*ol > 1)
-            (*ol)--;
-        out[*ol] = '\0';
-        return 0;
-    }
     size_t need = *ol + (*ol > 1) + n + 1;
     if (need > outsz) {
         errno = ENAMETOOLONG;
@@ -41,6 +44,19 @@ static int push_comp(char *out, size_t *ol, size_t outsz, const char *c, size_t 
     return 0;
 }
 
+/* OUT becomes "/", where every fold and resolution starts.  -1/ENAMETOOLONG
+ * if it cannot hold even that. */
+static int start_at_root(char *out, size_t outsz)
+{
+    if (outsz < 2) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    out[0] = '/';
+    out[1] = '\0';
+    return 0;
+}
+
 /* Folds PATH onto OUT[0..*OL) ("/" or "/a/b") and terminates it.  One pass
  * over the characters, the root kept as length 0 while going (so ".." and
  * a new component need no special case for it), the terminator written
@@ -51,15 +67,12 @@ static int fold_into(char *out, size_t *ol, size_t outsz, const char *p)
 {
     size_t len = *ol == 1 ? 0 : *ol;
 
-    while (*p != '\0') {
-        while (*p == '/')
-            p++;
-        if (*p == '\0')
+    for (;;) {
+        size_t n;
+        const char *c = next_comp(p, &n);
+        if (n == 0)
             break;
-        const char *c = p;
-        while (*p != '\0' && *p != '/')
-            p++;
-        size_t n = (size_t)(p - c);
+        p = c + n;
         if (n == 1 && c[0] == '.')
             continue;
         if (n == 2 && c[0] == '.' && c[1] == '.') {
@@ -99,12 +112,8 @@ int path_join_fold(const char *base, const char *path, char *out, size_t outsz,
 {
     size_t ol = 1;
 
-    if (outsz < 2) {
-        errno = ENAMETOOLONG;
+    if (start_at_root(out, outsz) < 0)
         return -1;
-    }
-    out[0] = '/';
-    out[1] = '\0';
     if (path[0] != '/' && base != NULL && fold_into(out, &ol, outsz, base) < 0)
         return -1;
     if (fold_into(out, &ol, outsz, path) < 0)
@@ -242,10 +251,8 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
     bool nofollow = (flags & POLICY_PATH_NOFOLLOW) != 0;
     int n;
 
-    if (outsz < 2) {
-        errno = ENAMETOOLONG;
+    if (start_at_root(out, outsz) < 0)
         return -1;
-    }
     /* absolute, but ".." kept: join by text only */
     if (path[0] == '/' || base == NULL)
         n = snprintf(rest, sizeof(rest), "%s", path);
@@ -255,17 +262,13 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
         errno = ENAMETOOLONG;
         return -1;
     }
-    out[0] = '/';
-    out[1] = '\0';
 
     const char *p = rest;
-    while (*p != '\0') {
-        while (*p == '/')
-            p++;
-        if (*p == '\0')
+    for (;;) {
+        size_t cn;
+        p = next_comp(p, &cn);
+        if (cn == 0)
             break;
-        const char *e = strchr(p, '/');
-        size_t cn = e ? (size_t)(e - p) : strlen(p);
         const char *after = p + cn;
         bool last = true;
         for (const char *q = after; *q != '\0'; q++)
@@ -275,7 +278,9 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
             }
 
         if ((cn == 1 && p[0] == '.') || (cn == 2 && p[0] == '.' && p[1] == '.')) {
-            push_comp(out, &ol, outsz, p, cn);
+            /* OUT has no symlink in it: its ".." is the physical parent */
+            if (cn == 2 && fold_into(out, &ol, outsz, "..") < 0)
+                return -1;
             p = after;
             continue;
         }
