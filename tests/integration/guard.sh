@@ -292,9 +292,10 @@ test_rm_rf_home_is_blocked_and_the_decoy_survives() {
     assert_file_present "$HOME/decoy/file"
 }
 
-# explain splits a typed command as sh does (policy/path.h): the script
-# it judges is the one the guard sees when the shell has split the line.
-# Before, explain kept the backslashes of \" inside "..." and let this pass.
+# explain splits a typed command as sh does (policy/path.h): given the
+# same text that a shell in the agent splits and runs, it judges the same
+# script as the guard there.  Before, explain kept the backslashes of \"
+# inside "..." and let this pass.
 test_explain_judges_a_quoted_script_as_the_guard_does() {
     cat > "$T/quoted.yaml" <<'EOF'
 version: 1
@@ -304,14 +305,16 @@ commands:
     - match: '^echo "hi"$'
       reason: the quoted greeting
 EOF
-    rc=0; out=$(sbx-policy explain "$T/quoted.yaml" exec 'sh -c "echo \"hi\""') || rc=$?
+    typed='sh -c "echo \"hi\""'
+    rc=0; out=$(sbx-policy explain "$T/quoted.yaml" exec "$typed") || rc=$?
     assert_eq "$rc" 1 "explain's exit status"
     assert_contains "$out" "deny exec"
     assert_contains "$out" "the quoted greeting"
-    rc=0; guard --isolation "$ISO" --name quoted1 --policy "$T/quoted.yaml" -- sh -c 'echo "hi"' \
-        >/dev/null 2>&1 || rc=$?
-    assert_eq "$rc" 126 "sbx-guard's exit status (the policy denies the command)"
-    expect_row agent=quoted1 op=exec decision=deny "rule~commands.deny"
+    rc=0; out=$(guard --isolation "$ISO" --name quoted1 --policy "$T/quoted.yaml" -- sh -c "$typed" \
+        2>&1) || rc=$?
+    assert_eq "$rc" 126 "exit status of the shell whose exec was denied"
+    [ "$(printf '%s\n' "$out" | grep -cx hi)" = 0 ] || fail "the denied script ran: $out"
+    expect_row agent=quoted1 op=exec decision=deny "rule~commands.deny" 'target2~echo "hi"'
 }
 
 test_git_init_add_commit_works_unchanged() {
