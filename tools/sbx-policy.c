@@ -244,7 +244,8 @@ static int cmd_explain(int argc, char **argv)
     switch (sbx_op_class(op)) {
     case SBX_CLASS_EXEC: {
         char store[8192], *words[256], prog[PATH_MAX];
-        if (strlen(argv[2]) >= sizeof(store) || policy_path_shell_words(argv[2], store, sizeof(store), words, 256) <= 0) {
+        if (strlen(argv[2]) >= sizeof(store) ||
+            policy_path_shell_words(argv[2], store, sizeof(store), words, 256) <= 0) {
             warnx("%s: not a command line", argv[2]);
             goto out;
         }

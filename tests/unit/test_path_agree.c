@@ -210,7 +210,8 @@ static void test_the_supervisor_names_proc_self_and_a_memfd_as_the_agent_sees_th
     struct policy_path_view view = { .root = root, .pid = getpid() };
     assert_int_equal(policy_path_resolve(NULL, "/proc/self/status", false, own, sizeof own), 0);
     assert_string_equal(own, "/proc/self/status");
-    assert_int_equal(policy_path_resolve_in(&view, NULL, "/proc/self/status", 0, sup, sizeof sup), 0);
+    assert_int_equal(policy_path_resolve_in(&view, NULL, "/proc/self/status", 0, sup, sizeof sup),
+                     0);
     snprintf(want, sizeof want, "/proc/%d/status", (int)getpid());
     assert_string_equal(sup, want);
 
@@ -304,7 +305,8 @@ static void test_an_empty_path_entry_is_the_current_directory(void **state)
     mk("here/prog", 0755);
     snprintf(want, sizeof want, "%s/here", tmp);
     assert_int_equal(chdir(want), 0);
-    assert_int_equal(policy_path_search("prog", "/nonexistent::/also-not", NULL, out, sizeof out), 0);
+    assert_int_equal(policy_path_search("prog", "/nonexistent::/also-not", NULL, out, sizeof out),
+                     0);
     assert_string_equal(out, "./prog");
     char *env[] = { (char *)"PATH=/nonexistent::/also-not", NULL };
     assert_int_equal(guard_find_program("prog", env, out, sizeof out), 0);
@@ -330,7 +332,8 @@ static void test_a_typed_command_splits_as_sh_splits_it(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char store[256], *words[8];
-        int n = policy_path_shell_words(cases[i].cmd, store, strlen(cases[i].cmd) + 1, words, 8);
+        int n = policy_path_shell_words(cases[i].cmd, store, strlen(cases[i].cmd) + 1, words,
+                                        8);
         int want = 0;
         while (cases[i].words[want])
             want++;
