@@ -5,6 +5,7 @@
 # make demo       install missing Debian packages, build, run the example agent
 # make bench      run the benchmarks (ratios against bare runs)
 # make sanitize   build into build-san/ with ASan+UBSan and run the tests
+# make lint       clang-tidy and cppcheck over the tree: zero findings
 # make fuzz       build the libFuzzer harnesses (clang) into build-fuzz/ and
 #                 run each for FUZZ_SECONDS (default 60)
 # make layering   check that each part includes only what it may (README, Layout)
@@ -106,7 +107,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC) $(BPROG_SRC))
 FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps test check demo bench sanitize fuzz fuzzers layering install clean components
+.PHONY: all deps test check demo bench sanitize fuzz fuzzers lint layering install clean components
 # Objects made through chained pattern rules are not intermediate files to
 # delete after the link: keeping them keeps rebuilds incremental.
 .SECONDARY:
@@ -159,6 +160,9 @@ fuzz: deps
 	@BUILD=build-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh
 
 fuzzers: $(FUZZERS)
+
+lint: deps
+	@sh scripts/lint.sh
 
 # ---- objects ---------------------------------------------------------------
 
