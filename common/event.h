@@ -74,7 +74,7 @@ struct sbx_rec_hdr {
 #define SBX_EV_NOREF UINT32_MAX
 
 #define SBX_REC_MAX (sizeof(struct sbx_rec_hdr) + SBX_EV_TARGET_MAX + \
-                     SBX_EV_TARGET2_MAX + 2 * SBX_EV_TEXT_MAX)
+                     SBX_EV_TARGET2_MAX + (size_t)2 * SBX_EV_TEXT_MAX)
 
 /* An encoding plan: the header and up to 9 pieces (header, 4 strings, 4 cut
  * markers) whose concatenation is the record.  Filled by sbx_event_plan. */

@@ -581,7 +581,7 @@ static void populate_ahead(struct emit_proc *p, uint64_t pos, uint32_t span)
     uint64_t end = pos + span;
     if (pos < POPULATE_FIRST && end >= POPULATE_FIRST) {
         /* the rest of the first block, and the next */
-        populate(p, POPULATE_FIRST, 2 * POPULATE_SLOTS);
+        populate(p, POPULATE_FIRST, (uint64_t)2 * POPULATE_SLOTS);
     } else if (pos / POPULATE_SLOTS != end / POPULATE_SLOTS && end >= POPULATE_SLOTS) {
         /* entering block b (b >= 1, already mapped): ask for block b + 1 */
         uint64_t b = end / POPULATE_SLOTS + 1;
