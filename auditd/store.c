@@ -62,11 +62,11 @@ int64_t audit_store_last_id(const struct audit_store *st)
 void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_HASH_LEN + 1])
 {
     static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < AUDIT_HASH_LEN; i++) {
+    for (size_t i = 0; i < AUDIT_HASH_LEN; i++) {
         out[2 * i] = digits[st->last_hash[i] >> 4];
         out[2 * i + 1] = digits[st->last_hash[i] & 15];
     }
-    out[2 * AUDIT_HASH_LEN] = '\0';
+    out[(size_t)2 * AUDIT_HASH_LEN] = '\0';
 }
 
 size_t audit_store_pending(const struct audit_store *st)
@@ -522,7 +522,7 @@ static int write_head(struct audit_store *st, bool durable)
 {
     char tmp[sizeof st->head + 8], hex[2 * AUDIT_HASH_LEN + 1], buf[200];
     snprintf(tmp, sizeof tmp, "%s.tmp", st->head);
-    for (int i = 0; i < AUDIT_HASH_LEN; i++)
+    for (size_t i = 0; i < AUDIT_HASH_LEN; i++)
         snprintf(hex + 2 * i, 3, "%02x", st->last_hash[i]);
     int n = snprintf(buf, sizeof buf, "sbx-audit-head 1\nid %lld\nhash %s\n",
                      (long long)st->last_id, hex);

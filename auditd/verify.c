@@ -4,11 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bsd/string.h>
+
 #include "store_int.h"
 
 static void hex(const unsigned char *h, char out[2 * AUDIT_HASH_LEN + 1])
 {
-    for (int i = 0; i < AUDIT_HASH_LEN; i++)
+    for (size_t i = 0; i < AUDIT_HASH_LEN; i++)
         snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
@@ -82,14 +84,14 @@ int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *e
     if (head_id > prev_id) {
         res->bad_id = prev_id + 1;
         snprintf(res->msg, sizeof res->msg, "row %lld: missing: the head file names row %lld "
-                 "but the store ends at row %lld (tail cut off)", (long long)(prev_id + 1),
+                 "but the store ends at row %lld (tail cut off)", (long long)prev_id + 1,
                  (long long)head_id, (long long)prev_id);
         goto out;
     }
     /* The head may be older than the store (rows committed after it was
      * read); the row it names must then carry its hash. */
     if (head_id == prev_id) {
-        strcpy(hx, last_hex);
+        strlcpy(hx, last_hex, sizeof hx);
     } else {
         sqlite3_stmt *h = NULL;
         hx[0] = '\0';

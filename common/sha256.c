@@ -40,7 +40,7 @@ static void block_ni(uint32_t state[8], const uint8_t *data)
     for (int g = 0; g < 16; g++) {
         __m128i w;
         if (g < 4) {
-            w = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 16 * g)), bswap);
+            w = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + (size_t)16 * g)), bswap);
         } else {
             /* W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four at a time */
             w = _mm_sha256msg1_epu32(m[g & 3], m[(g - 3) & 3]);
@@ -48,7 +48,7 @@ static void block_ni(uint32_t state[8], const uint8_t *data)
             w = _mm_sha256msg2_epu32(w, m[(g - 1) & 3]);
         }
         m[g & 3] = w;
-        __m128i k = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *)&K[4 * g]));
+        __m128i k = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *)&K[(size_t)4 * g]));
         s1 = _mm_sha256rnds2_epu32(s1, s0, k);
         s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(k, 0x0E));
     }
@@ -90,7 +90,7 @@ static uint32_t ror(uint32_t x, int n)
 static void block_c(uint32_t st[8], const uint8_t *blk)
 {
     uint32_t w[64];
-    for (int i = 0; i < 16; i++)
+    for (size_t i = 0; i < 16; i++)
         w[i] = (uint32_t)blk[4 * i] << 24 | (uint32_t)blk[4 * i + 1] << 16 |
                (uint32_t)blk[4 * i + 2] << 8 | blk[4 * i + 3];
     for (int i = 16; i < 64; i++) {
@@ -151,7 +151,7 @@ static void digest(const void *data, size_t n, unsigned char out[32], bool ni)
     block(st, last, ni);
     if (len == 128)
         block(st, last + 64, ni);
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(st[i] >> 24);
         out[4 * i + 1] = (uint8_t)(st[i] >> 16);
         out[4 * i + 2] = (uint8_t)(st[i] >> 8);
