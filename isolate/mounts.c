@@ -352,6 +352,10 @@ static int hide_and_restore(const struct iso_mounts *mp, const char *const *hide
     struct keep_state ks[8];
     int rc = -1;
 
+    /* All of them, before the first goto out: the clean-up closes every
+     * keep's tree, also those after the one whose clone failed. */
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        ks[i].tree = -1;
     for (size_t i = 0; i < mp->n_keep; i++) {
         struct stat st;
         ks[i].tree = -1;

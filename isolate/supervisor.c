@@ -537,10 +537,9 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
         }
         break;
     }
-    case AF_UNSPEC:
-        return;                 /* dissolves a datagram association */
-    case AF_NETLINK:
-        return;                 /* the kernel itself, not the network */
+    case AF_UNSPEC:             /* dissolves a datagram association */
+    case AF_NETLINK:            /* the kernel itself, not the network */
+        return;
     default:
         snprintf(o->target, sizeof o->target, "family:%d", ss.ss_family);
         o->ev.target = o->target;
