@@ -377,7 +377,7 @@ static struct conj parse_sequence(struct reader *r)
         if (a == A_LIT && (unsigned char)lit <= (unsigned char)WS)
             a = A_ANY;      /* our separators: taken for any character */
         if ((a == A_LIT || a == A_SPACE) && min > 0) {
-            run_add(&j, &run, a == A_LIT ? lit : WS, r);
+            run_add(&j, &run, (char)(a == A_LIT ? lit : WS), r);
             /* after a repeated character the next one need not follow it */
             if (!once)
                 run_break(&j, &run);
@@ -471,7 +471,7 @@ char *cmd_filter_build(struct arena *a, const char *pattern, size_t len, bool *c
         conj_free(&j);
         return NULL;
     }
-    qsort(j.c, j.n, sizeof j.c[0], clause_cmp);
+    qsort(j.c, j.n, sizeof(struct clause *), clause_cmp);
     /* Encode; a literal that a caseless match could meet in other bytes
      * than ASCII case drops its clause. */
     size_t cap = 1;
@@ -494,7 +494,7 @@ char *cmd_filter_build(struct arena *a, const char *pattern, size_t len, bool *c
             if (k > 0)
                 *o++ = '\2';
             for (const char *s = c->alt[k]; *s; s++)
-                *o++ = *caseless && *s >= 'A' && *s <= 'Z' ? (char)(*s - 'A' + 'a') : *s;
+                *o++ = (char)(*caseless && *s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
         }
     }
     if (out != NULL)

@@ -55,11 +55,11 @@ int cmd_prepare(const struct policy *cp)
         atomic_compare_exchange_strong(&p->re_state, &st, RE_BUSY)) {
         static const enum policy_list lists[] = { POLICY_CMD_DENY, POLICY_CMD_ALLOW };
         size_t n = p->n_re_serial;
-        pcre2_code **codes = calloc(n, sizeof *codes);
+        pcre2_code **codes = calloc(n, sizeof(pcre2_code *));
         int32_t rc = PCRE2_ERROR_NOMEMORY;
         if (codes && pcre2_serialize_get_number_of_codes(p->re_serial) == (int32_t)n)
             rc = pcre2_serialize_decode(codes, (int32_t)n, p->re_serial, NULL);
-        if (rc != (int32_t)n) {
+        if (codes == NULL || rc != (int32_t)n) {
             for (int32_t i = 0; codes && i < rc; i++)
                 pcre2_code_free(codes[i]);
             free(codes);
@@ -427,7 +427,7 @@ enum sbx_decision policy_decide_command(const struct policy *p, const char *cmdl
     size_t len = strlen(cmdline);
     enum sbx_decision d;
 
-    store = malloc(len + 1 + sizeof(words) / sizeof(words[0]));
+    store = malloc(len + 1 + 256);      /* the text and a NUL per word */
     if (store != NULL) {
         /* split as sh would (path.h), to find `sh -c SCRIPT` */
         int n = policy_path_shell_words(cmdline, store, len + 1 + 256, words, 256);

@@ -326,7 +326,6 @@ static int find_workspace(struct loader *ld, const struct policy_options *opt,
             policy_path_lexical(base, ws, joined, sizeof(joined)) < 0)
             goto toolong;
     } else {
-        ws = cwd;
         what = "current directory";
         strlcpy(joined, cwd, sizeof(joined));
     }
@@ -508,7 +507,6 @@ struct policy *policy_load(const char *path, const struct policy_options *opt,
         len += (size_t)n;
     }
     close(fd);
-    fd = -1;
     const char *slash = strrchr(path, '/');
     if (slash == NULL)
         strlcpy(dir, ".", sizeof(dir));

@@ -204,14 +204,12 @@ const char *net_parse(struct arena *a, const char *text, struct policy_rule *r,
             return "expected \":PORT\" after \"]\"";
     } else {
         const char *colon = strchr(text, ':');
-        if (colon != NULL && strchr(colon + 1, ':') != NULL) {
-            /* more than one colon: a bare IPv6 address, any port */
-            memcpy(host, text, n + 1);
-        } else if (colon != NULL) {
+        if (colon != NULL && strchr(colon + 1, ':') == NULL) {
             memcpy(host, text, (size_t)(colon - text));
             host[colon - text] = '\0';
             port = colon + 1;
         } else {
+            /* no colon, or more than one: a bare IPv6 address, any port */
             memcpy(host, text, n + 1);
         }
     }
@@ -349,7 +347,7 @@ enum sbx_decision policy_decide_net(const struct policy *p, enum sbx_op op,
             /* abstract: "@name"; NULs inside the name shown as '@' */
             ubuf[0] = '@';
             for (size_t i = 1; i < n; i++)
-                ubuf[i] = un->sun_path[i] ? un->sun_path[i] : '@';
+                ubuf[i] = (char)(un->sun_path[i] ? un->sun_path[i] : '@');
             if (n == 0)
                 n = 1;
         }
