@@ -83,7 +83,7 @@ char *SHA256Data(const uint8_t *data, size_t len, char *out)
     static const char hex[] = "0123456789abcdef";
     unsigned char d[32];
     audit_sha256(data, len, d);
-    for (int i = 0; i < 32; i++) {
+    for (size_t i = 0; i < 32; i++) {
         out[2 * i] = hex[d[i] >> 4];
         out[2 * i + 1] = hex[d[i] & 15];
     }

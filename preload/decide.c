@@ -184,7 +184,7 @@ static const char *rule_string(const struct policy_rule *r, char *buf, size_t si
     if (strlen(buf) + 1 < RULE_MEMO_TEXT) {
         struct rule_memo *m = &rule_memo[rule_memo_next++ % RULE_MEMO_SLOTS];
         m->rule = NULL;         /* never a half-written text under a name */
-        strcpy(m->text, buf);
+        memcpy(m->text, buf, strlen(buf) + 1);
         m->rule = r;
     }
     return buf;

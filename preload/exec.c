@@ -181,9 +181,10 @@ SBX_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
     size_t n = 0;
     while (argv[n])
         n++;
-    char *sh_argv[n + 2];
+    char *sh_argv[n + 3];       /* n == 0: still room for the NULL */
     sh_argv[0] = (char *)"/bin/sh";
     sh_argv[1] = prog;
+    sh_argv[2] = NULL;          /* an empty ARGV has no argv[n] to copy it from */
     for (size_t i = 1; i <= n; i++)
         sh_argv[i + 1] = argv[i];
     return guarded_execve("/bin/sh", sh_argv, envp);
@@ -207,7 +208,8 @@ SBX_EXPORT int execvp(const char *file, char *const argv[])
     argv[0] = (char *)(arg0);                                \
     va_start(ap_, last);                                     \
     for (size_t i_ = 1; i_ <= argc_; i_++)                   \
-        argv[i_] = va_arg(ap_, char *);
+        argv[i_] = va_arg(ap_, char *);                      \
+    argv[argc_] = NULL;     /* what the loop read last; said for the analyzer */
 
 SBX_EXPORT int execl(const char *path, const char *arg0, ...)
 {

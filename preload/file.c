@@ -173,7 +173,7 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
         if (has_mode(flags)) {                    \
             va_list ap;                           \
             va_start(ap, flags);                  \
-            mode = (mode_t)va_arg(ap, unsigned);  \
+            (mode) = (mode_t)va_arg(ap, unsigned);\
             va_end(ap);                           \
         }                                         \
     } while (0)

@@ -399,7 +399,7 @@ static int size_check(const char *path, int fd, off_t len)
 
 #define TRUNCATE_PATH(name)                                            \
     do {                                                               \
-        __typeof__(&name) real = REAL(name);                           \
+        __typeof__(&(name)) real = REAL(name);                         \
         int err_ = size_check(path, -1, len);                          \
         if (err_) {                                                    \
             errno = err_;                                              \

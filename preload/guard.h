@@ -72,7 +72,7 @@ static inline const char *guard_opaque(const char *p)
 void *guard_real(_Atomic(void *) *slot, const char *name);
 
 /* REAL(open) is libc's open, typed like ours. */
-#define REAL(name) ((__typeof__(&name))guard_real(&real_slot_##name, #name))
+#define REAL(name) ((__typeof__(&(name)))guard_real(&real_slot_##name, #name))
 #define REAL_SLOT(name) static _Atomic(void *) real_slot_##name
 
 /* A system call without libc: returns the kernel's result (-errno on error).

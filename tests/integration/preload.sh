@@ -164,6 +164,17 @@ test_a_denied_exec_leaves_the_caller_running() {
     assert_eq "$out" "still here 126"
 }
 
+test_execvp_of_a_script_without_hashbang_and_an_empty_argv_runs_it_with_sh() {
+    # execvp's ENOEXEC fallback runs "/bin/sh PROG ARGV[1..]": with an empty
+    # ARGV there is no argv[n] to copy the closing NULL from.
+    policy </dev/null
+    mkdir -p "$WS/bin"
+    printf 'echo "sh ran it with $# arguments"\n' > "$WS/bin/no-hashbang"
+    chmod +x "$WS/bin/no-hashbang"
+    out=$(PATH="$WS/bin:$PATH" guarded "$CALL" execvp no-hashbang 2>&1)
+    assert_eq "$out" "sh ran it with 0 arguments"
+}
+
 test_syscall_execve_and_fexecve_are_judged() {
     exec_policy
     assert_eq "$(guarded "$CALL" sys_execve /usr/bin/id id)" "err EACCES"
