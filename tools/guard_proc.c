@@ -139,7 +139,7 @@ int guard_kill_descendants(pid_t pgid, int timeout_ms)
             break;
         /* Give the kernel a moment to deliver: a killed process is a
          * zombie (skipped) on the next pass; a new fork is caught. */
-        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        struct timespec ts = { 0, 2L * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
     return total;

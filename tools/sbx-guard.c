@@ -260,7 +260,7 @@ static void default_name(const char *cmd, char *out, size_t outsz)
         char ch = base[i];
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                   (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-        clean[j++] = ok ? ch : '_';
+        clean[j++] = (char)(ok ? ch : '_');
     }
     clean[j] = '\0';
     if (j == 0)
