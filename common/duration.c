@@ -6,8 +6,8 @@
 
 /* Longest unit name first: "ms" must not be read as "m" then "s". */
 static const struct { const char *name; uint64_t ms; } units[] = {
-    { "ms", 1 }, { "s", 1000 }, { "m", 60 * 1000 }, { "h", 3600 * 1000 },
-    { "d", 24 * 3600 * 1000 },
+    { "ms", 1 }, { "s", 1000 }, { "m", UINT64_C(60) * 1000 }, { "h", UINT64_C(3600) * 1000 },
+    { "d", UINT64_C(24) * 3600 * 1000 },
 };
 
 int sbx_duration_parse(const char *s, uint64_t *ms)
