@@ -83,7 +83,7 @@ static int parse_options(int argc, char **argv, const char **workspace)
                             workspace ? longopts : help_only, NULL)) != -1) {
         switch (c) {
         case 'h': help();
-        case 'w': *workspace = optarg; break;
+        case 'w': if (workspace) *workspace = optarg; break;   /* only offered then */
         default: usage();
         }
     }
