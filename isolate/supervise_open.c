@@ -161,7 +161,7 @@ int iso_decide_open(const struct iso_request *req, pid_t pid, long nr, const __u
     if ((flags & O_ACCMODE) != O_WRONLY
         && policy_decide_path(req->policy, SBX_OP_OPEN_READ, buf, &v) == SBX_DENY
         && v.rule && v.rule->list == POLICY_READ_DENY)
-        *deny = true;
+        *deny = true;   /* NOLINT(bugprone-branch-clone): the read rule, then the write rule */
     else if (writes && (ev->op = SBX_OP_OPEN_WRITE, true)
              && policy_decide_path(req->policy, SBX_OP_OPEN_WRITE, buf, &v) == SBX_DENY
              && v.rule && v.rule->list == POLICY_WRITE_DENY)
