@@ -122,7 +122,7 @@ int store_check_head(struct audit_store *st, char *err, size_t errsz)
         sqlite3_bind_int64(q, 1, id);
         if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_bytes(q, 0) == AUDIT_HASH_LEN) {
             const unsigned char *h = sqlite3_column_blob(q, 0);
-            for (int i = 0; i < AUDIT_HASH_LEN; i++)
+            for (size_t i = 0; i < AUDIT_HASH_LEN; i++)
                 snprintf(got + 2 * i, 3, "%02x", h[i]);
         }
     }
@@ -131,7 +131,7 @@ int store_check_head(struct audit_store *st, char *err, size_t errsz)
         unsigned char a[AUDIT_HASH_LEN];
         int64_t aid;
         if (store_pruned_anchor(st, &aid, a) == 0 && aid == id)
-            for (int i = 0; i < AUDIT_HASH_LEN; i++)
+            for (size_t i = 0; i < AUDIT_HASH_LEN; i++)
                 snprintf(got + 2 * i, 3, "%02x", a[i]);
         else if (id == 0)
             strlcpy(got, want, sizeof got);
