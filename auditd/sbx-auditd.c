@@ -104,8 +104,10 @@ int main(int argc, char **argv)
         sbx_path_audit_db(db, sizeof db) < 0 ||
         sbx_path_runtime_file(SBX_PID_FILE, pidpath, sizeof pidpath) < 0)
         err(1, "cannot find the runtime directory or the store");
-    if (sbx_mkdir_p(rundir, 0700) < 0)
-        err(1, "%s", rundir);
+    char why[512];
+    if (sbx_path_private_dir(SBX_DIR_RUNTIME, true, NULL, 0, why, sizeof why) < 0 ||
+        sbx_path_private_dir(SBX_DIR_STORE, true, NULL, 0, why, sizeof why) < 0)
+        errx(1, "%s", why);
     /* The pid file's lock is what makes one daemon: of two started at once
      * one gets the lock, the other leaves quietly.  A stale file (no lock
      * held) is simply taken over. */

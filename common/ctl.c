@@ -308,6 +308,11 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz)
         snprintf(err, errsz, "cannot find the runtime directory: %s", strerror(errno));
         return -1;
     }
+    /* A runtime directory someone else made or can write is refused before
+     * anything is sent into it (paths.h).  A missing one means no daemon. */
+    if (sbx_path_private_dir(SBX_DIR_RUNTIME, autostart, NULL, 0, err, errsz) < 0 &&
+        (autostart || errno != ENOENT))
+        return -1;
     int s = try_connect(path);
     if (s >= 0 || !autostart) {
         if (s < 0)

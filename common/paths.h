@@ -11,6 +11,7 @@
 #ifndef SBX_PATHS_H
 #define SBX_PATHS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Variables of the contract. */
@@ -53,6 +54,22 @@ int sbx_path_runtime_dir(char *out, size_t outsz);
 
 /* runtime_dir + "/" + NAME (one of the socket/file names above). */
 int sbx_path_runtime_file(const char *name, char *out, size_t outsz);
+
+/* The directories sbx keeps its sockets and its store in. */
+enum sbx_dir { SBX_DIR_RUNTIME, SBX_DIR_STORE };
+
+/* Makes sure that the runtime directory (SBX_DIR_RUNTIME) or the directory
+ * holding the audit store (SBX_DIR_STORE) is the caller's alone: a
+ * directory, not a symlink, owned by the effective uid and writable by
+ * neither group nor others.  Without that, another user who creates
+ * /tmp/sbx-$UID first would receive the registrations and event rings, or
+ * could swap the store.  With CREATE, a missing directory is first made
+ * (mode 0700, parents too).  The path goes to DIR when DIR is not NULL.
+ * 0; else -1 with errno (ENOENT: missing and not CREATE; EPERM: the
+ * directory fails the check; others from lstat/mkdir) and ERR one sentence
+ * naming the directory, what is wrong and what to do. */
+int sbx_path_private_dir(enum sbx_dir which, bool create, char *dir, size_t dirsz,
+                         char *err, size_t errsz);
 
 /* Creates DIR and its missing parents with MODE (like mkdir -p). */
 int sbx_mkdir_p(const char *dir, unsigned mode);

@@ -179,6 +179,9 @@ static struct audit_store *open_store(char *path, size_t pathsz)
     struct audit_store *st;
     if (sbx_path_audit_db(path, pathsz) < 0)
         err(EXIT_FAILED, "cannot locate the audit store");
+    /* A store in a directory another user can change is not evidence. */
+    if (sbx_path_private_dir(SBX_DIR_STORE, false, NULL, 0, why, sizeof why) < 0 && errno != ENOENT)
+        errx(EXIT_FAILED, "%s", why);
     if (audit_store_open(path, true, &st, why, sizeof why) < 0)
         errx(EXIT_FAILED, "%s", why);
     return st;
@@ -354,7 +357,13 @@ out:
 
 static bool daemon_running(void)
 {
-    char p[4096];
+    char p[4096], why[512];
+    /* A socket in a directory another user controls says nothing. */
+    if (sbx_path_private_dir(SBX_DIR_RUNTIME, false, NULL, 0, why, sizeof why) < 0) {
+        if (errno != ENOENT)
+            warnx("%s", why);
+        return false;
+    }
     if (sbx_path_runtime_file(SBX_CONTROL_SOCK, p, sizeof p) < 0)
         return false;
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

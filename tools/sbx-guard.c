@@ -579,8 +579,12 @@ static void locate_state(struct run *r)
         err(EXIT_GUARD_FAILED, "cannot find the runtime directory");
     if (sbx_path_audit_db(audit_db, sizeof audit_db) < 0)
         err(EXIT_GUARD_FAILED, "cannot find the audit store");
-    if (sbx_mkdir_p(runtime_dir, 0700) < 0)
-        err(EXIT_GUARD_FAILED, "%s", runtime_dir);
+    /* Both must be the user's alone (paths.h): refused before anything is
+     * sent into them. */
+    char why[512];
+    if (sbx_path_private_dir(SBX_DIR_RUNTIME, true, NULL, 0, why, sizeof why) < 0 ||
+        sbx_path_private_dir(SBX_DIR_STORE, true, NULL, 0, why, sizeof why) < 0)
+        errx(EXIT_GUARD_FAILED, "%s", why);
     resolve_loose(runtime_dir, r->rt_abs, sizeof r->rt_abs);
     resolve_loose(audit_db, r->db_abs, sizeof r->db_abs);
 }

@@ -96,8 +96,11 @@ int main(int argc, char **argv)
     }
     char why[512], result[1024];
     int fd = sbx_ctl_open(false, why, sizeof why);
-    if (fd < 0)
+    if (fd < 0) {
+        if (errno == EPERM)     /* a runtime directory that is not ours */
+            errx(EXIT_FAILED, "%s", why);
         errx(EXIT_FAILED, "%s: no agent is running", why);
+    }
     int rc = sbx_ctl_kill(fd, all ? NULL : name, soft, reason, result, sizeof result,
                           why, sizeof why);
     sbx_ctl_close(fd);
