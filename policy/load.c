@@ -222,12 +222,69 @@ static void walk(struct loader *ld, struct load_src *src, yaml_node_t *map, cons
     }
 }
 
+/* Policy files are small (the shipped default is a few KiB); this bound
+ * keeps a mistaken path (a log, a device) or a hostile file from being read
+ * and parsed whole. */
+#define POLICY_FILE_MAX (1u << 20)
+
+/* A policy nests four levels (files: read: allow: [ ... ]); a rule's value
+ * perhaps one or two more.  libyaml's scanner keeps one entry per open flow
+ * level and walks them all at each token, so its time grows with the square
+ * of the depth: 100,000 nested "[" take over a minute.  32 levels is far
+ * beyond any policy and cheap to reach. */
+#define POLICY_DEPTH_MAX 32
+
+/* Walks BUF's events only as deep as POLICY_DEPTH_MAX, before the document
+ * is built: a deeper file is refused at the node that goes too deep, after
+ * at most that many levels of scanning.  A syntax error is left to the
+ * full parse, which stops at the same place.  0, or -1 after reporting. */
+static int check_depth(struct loader *ld, struct load_src *src, const char *buf, size_t len)
+{
+    yaml_parser_t parser;
+    int depth = 0, rc = 0;
+
+    if (!yaml_parser_initialize(&parser)) {
+        load_error(ld, src->file, NULL, "out of memory");
+        return -1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev))
+            break;
+        yaml_event_type_t type = ev.type;
+        yaml_mark_t mark = ev.start_mark;
+        yaml_event_delete(&ev);
+        if (type == YAML_STREAM_END_EVENT)
+            break;
+        if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT)
+            depth--;
+        if (type != YAML_SEQUENCE_START_EVENT && type != YAML_MAPPING_START_EVENT)
+            continue;
+        if (++depth > POLICY_DEPTH_MAX) {
+            load_error(ld, src->file, &mark, "nested deeper than %d levels; a policy "
+                       "needs a handful (refusing to read further)", POLICY_DEPTH_MAX);
+            rc = -1;
+            break;
+        }
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
 /* Parses BUF into SRC and walks its key tree.  0, or -1 after reporting. */
 static int parse_src(struct loader *ld, struct load_src *src, const char *buf, size_t len)
 {
     yaml_parser_t parser;
     int rc = -1;
 
+    if (len > POLICY_FILE_MAX) {
+        load_error(ld, src->file, NULL, "larger than %u KiB, the most a policy may be",
+                   POLICY_FILE_MAX >> 10);
+        return -1;
+    }
+    if (check_depth(ld, src, buf, len) < 0)
+        return -1;
     if (!yaml_parser_initialize(&parser)) {
         load_error(ld, src->file, NULL, "out of memory");
         return -1;
@@ -462,10 +519,6 @@ struct policy *policy_load_buffer(const char *name, const char *buf, size_t len,
     return load_common(name, dir, buf, len, opt, diag);
 }
 
-/* Policy files are small; this bound keeps a mistaken path (a log, a
- * device) from being read whole. */
-#define POLICY_FILE_MAX (4u << 20)
-
 struct policy *policy_load(const char *path, const struct policy_options *opt,
                            struct policy_diag *diag)
 {
@@ -486,10 +539,8 @@ struct policy *policy_load(const char *path, const struct policy_options *opt,
             char *nb;
             if (ncap > POLICY_FILE_MAX + 1)
                 ncap = POLICY_FILE_MAX + 1;
-            if (ncap == cap) {
-                errno = EFBIG;
-                goto syserr;
-            }
+            if (ncap == cap)
+                break;          /* one byte over: parse_src says how big */
             nb = realloc(buf, ncap);
             if (nb == NULL)
                 goto syserr;

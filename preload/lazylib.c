@@ -215,6 +215,22 @@ int yaml_parser_load(yaml_parser_t *p, yaml_document_t *d)
     return 0;
 }
 
+int yaml_parser_parse(yaml_parser_t *p, yaml_event_t *e)
+{
+    LZ_GET(LZ_YAML, yaml_parser_parse, "yaml_parser_parse");
+    if (fn)
+        return fn(p, e);
+    p->error = YAML_MEMORY_ERROR;
+    return 0;
+}
+
+void yaml_event_delete(yaml_event_t *e)
+{
+    LZ_GET(LZ_YAML, yaml_event_delete, "yaml_event_delete");
+    if (fn)
+        fn(e);
+}
+
 void yaml_parser_set_input_string(yaml_parser_t *p, const unsigned char *in, size_t n)
 {
     LZ_GET(LZ_YAML, yaml_parser_set_input_string, "yaml_parser_set_input_string");

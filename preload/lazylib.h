@@ -29,12 +29,14 @@
 #define pcre2_serialize_free_8              sbx_lz_pcre2_serialize_free_8
 #define pcre2_serialize_get_number_of_codes_8 sbx_lz_pcre2_serialize_get_number_of_codes_8
 
+#define yaml_event_delete                   sbx_lz_yaml_event_delete
 #define yaml_document_delete                sbx_lz_yaml_document_delete
 #define yaml_document_get_node              sbx_lz_yaml_document_get_node
 #define yaml_document_get_root_node         sbx_lz_yaml_document_get_root_node
 #define yaml_parser_delete                  sbx_lz_yaml_parser_delete
 #define yaml_parser_initialize              sbx_lz_yaml_parser_initialize
 #define yaml_parser_load                    sbx_lz_yaml_parser_load
+#define yaml_parser_parse                   sbx_lz_yaml_parser_parse
 #define yaml_parser_set_input_string        sbx_lz_yaml_parser_set_input_string
 
 #endif

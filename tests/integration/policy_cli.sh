@@ -24,6 +24,34 @@ test_check_reports_every_error_of_a_file() {
     assert_contains "$err" "two.yaml:4:11: limits.memory: bad size"
 }
 
+# deep_policy FILE: 100,000 nested "[" (200 KB), which libyaml took over a
+# minute to load.
+deep_policy() {
+    python3 -c 'import sys; n = 100000
+open(sys.argv[1], "w").write("version: 1\nfiles:\n  read:\n    allow: " + "[" * n + "]" * n + "\n")' "$1"
+}
+
+test_a_deeply_nested_policy_is_refused_in_under_a_second_with_its_place() {
+    deep_policy deep.yaml
+    start=$(date +%s%N)
+    rc=0; err=$(timeout 10 sbx-policy check deep.yaml 2>&1 >/dev/null) || rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    assert_eq "$rc" 1 "exit status"
+    assert_contains "$err" "deep.yaml:4:41: nested deeper than 32 levels"
+    [ "$ms" -lt 1000 ] || fail "took $ms ms"
+}
+
+test_sbx_guard_refuses_a_deeply_nested_dot_sbx_yaml_at_once() {
+    # the case of a cloned repository: ./.sbx.yaml is picked up by default
+    deep_policy .sbx.yaml
+    start=$(date +%s%N)
+    rc=0; err=$(timeout 10 sbx-guard --no-notify -- /bin/true 2>&1) || rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    assert_eq "$rc" 125 "exit status"
+    assert_contains "$err" ".sbx.yaml:4:41: nested deeper than 32 levels"
+    [ "$ms" -lt 1000 ] || fail "took $ms ms"
+}
+
 test_explain_denies_reading_dotenv_and_names_the_rule() {
     echo SECRET=1 > .env
     rc=0; out=$(sbx-policy explain "$POLICIES/default.yaml" open-read ./.env) || rc=$?

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -43,6 +44,81 @@ static void test_load_reports_an_unknown_key_with_a_suggestion(void **state)
     expect_error("version: 1\nnetwrok: {}\n",
                  "p.yaml:2:1: unknown key \"netwrok\" (did you mean \"network\"?)");
     expect_error("version: 1\nzzzzzz: 1\n", "p.yaml:2:1: unknown key \"zzzzzz\"");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* 100,000 nested "[" (200 KB) took libyaml over a minute to load. */
+static void test_load_refuses_deep_nesting_at_its_place_in_well_under_a_second(void **state)
+{
+    (void)state;
+    const size_t n = 100000;
+    const char *head = "version: 1\nfiles:\n  read:\n    allow: ";
+    size_t hl = strlen(head);
+    char *y = malloc(hl + 2 * n + 2);
+    assert_non_null(y);
+    memcpy(y, head, hl);
+    memset(y + hl, '[', n);
+    memset(y + hl + n, ']', n);
+    memcpy(y + hl + 2 * n, "\n", 2);
+    struct policy_diag d;
+    double t0 = now_s();
+    struct policy *p = policy_load_buffer("p.yaml", y, hl + 2 * n + 1, &opt, &d);
+    double took = now_s() - t0;
+    free(y);
+    assert_null(p);
+    assert_int_equal(d.count, 1);
+    /* the 33rd "[" opens level 33 (the mapping is level 1, files 2, read 3) */
+    assert_string_equal(d.msg[0], "p.yaml:4:41: nested deeper than 32 levels; a policy "
+                        "needs a handful (refusing to read further)");
+    assert_true(took < 1.0);
+    /* block nesting too: 40 keys, each indented one more */
+    char blk[4096] = "version: 1\n";
+    for (int i = 0; i < 40; i++) {
+        size_t l = strlen(blk);
+        snprintf(blk + l, sizeof blk - l, "%*sk%d:\n", i, "", i);
+    }
+    expect_error(blk, "p.yaml:34:33: nested deeper than 32 levels");
+}
+
+static void test_load_accepts_nesting_up_to_the_bound(void **state)
+{
+    (void)state;
+    /* env.set: { K: [[...]] } is a wrong type, but one reported as such:
+     * the depth bound does not fire below 32 levels. */
+    char y[256] = "version: 1\nenv:\n  set: ";
+    size_t l = strlen(y);
+    memset(y + l, '[', 29);
+    memset(y + l + 29, ']', 29);
+    y[l + 58] = '\0';
+    struct policy_diag d;
+    assert_null(load(y, &d));
+    assert_int_equal(d.count, 1);
+    assert_null(strstr(d.msg[0], "nested deeper"));
+}
+
+static void test_load_refuses_a_file_over_one_mib_by_name(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/sbx-big-policy-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char chunk[4096];
+    memset(chunk, '#', sizeof chunk);
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(write(fd, chunk, sizeof chunk), sizeof chunk);
+    close(fd);
+    struct policy_diag d;
+    struct policy *p = policy_load(path, &opt, &d);
+    unlink(path);
+    assert_null(p);
+    assert_int_equal(d.count, 1);
+    assert_non_null(strstr(d.msg[0], ":1:1: larger than 1024 KiB, the most a policy may be"));
 }
 
 static void test_load_reports_a_wrong_type(void **state)
@@ -417,6 +493,9 @@ int main(void)
         cmocka_unit_test(test_load_workspace_is_relative_to_the_policy_file),
         cmocka_unit_test(test_load_of_a_missing_file_fails_with_a_message),
         cmocka_unit_test(test_load_default_policy_file_is_valid),
+        cmocka_unit_test(test_load_refuses_deep_nesting_at_its_place_in_well_under_a_second),
+        cmocka_unit_test(test_load_accepts_nesting_up_to_the_bound),
+        cmocka_unit_test(test_load_refuses_a_file_over_one_mib_by_name),
         cmocka_unit_test(test_read_only_denies_every_write),
         cmocka_unit_test(test_protected_paths_are_denied_even_in_audit_mode),
         cmocka_unit_test(test_implicit_rule_when_no_allow_matches),
