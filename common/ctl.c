@@ -1,5 +1,6 @@
 /* ctl.c — the control protocol's client side (see ctl.h). */
 #include "ctl.h"
+#include "clip.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -378,7 +379,11 @@ int sbx_ctl_register(int fd, const struct sbx_agent_reg *reg, char *run_id, size
     sbx_msg_add(b, "policy_sha256", reg->policy_sha256);
     sbx_msg_add(b, "policy_file", reg->policy_file);
     sbx_msg_add(b, "workspace", reg->workspace);
-    sbx_msg_add(b, "command", reg->command);
+    /* A command line can be far longer than a message: it is recorded
+     * clipped, with its length and hash, and the agent still runs. */
+    char cmd[SBX_CTL_COMMAND_MAX];
+    if (reg->command)
+        sbx_msg_add(b, "command", sbx_clip(reg->command, strlen(reg->command), cmd, sizeof cmd));
     sbx_msg_add(b, "layers", reg->layers);
     sbx_msg_addf(b, "guard_pid", "%ld", (long)reg->guard_pid);
     if (transact(fd, b, r, err, errsz) < 0)
@@ -402,13 +407,23 @@ static void event_msg(struct sbx_msgbuf *b, const struct sbx_event_desc *ev, pid
     sbx_msg_add(b, "op", sbx_op_name(ev->op));
     sbx_msg_add(b, "decision", sbx_decision_name(ev->decision));
     sbx_msg_add(b, "layer", sbx_layer_name(ev->layer));
-    sbx_msg_addf(b, "flags", "%u", ev->flags);
+    /* Strings longer than a record keeps (event.h) are clipped here, with
+     * their length and hash, rather than cut bare by the daemon; together
+     * they stay far below a message even escaped. */
+    static const char *const key[SBX_EV_NSTR] = { "target", "target2", "rule", "reason" };
+    static const size_t max[SBX_EV_NSTR] = { SBX_EV_TARGET_MAX, SBX_EV_TARGET2_MAX,
+                                             SBX_EV_TEXT_MAX, SBX_EV_TEXT_MAX };
+    const char *val[SBX_EV_NSTR] = { ev->target, ev->target2, ev->rule, ev->reason };
+    unsigned flags = ev->flags;
+    for (int i = 0; i < SBX_EV_NSTR; i++)
+        if (val[i] && strlen(val[i]) > max[i])
+            flags |= SBX_EVF_TRUNCATED;
+    sbx_msg_addf(b, "flags", "%u", flags);
     sbx_msg_addf(b, "err", "%d", ev->err);
-    /* The daemon cuts long strings like the ring does. */
-    sbx_msg_add(b, "target", ev->target);
-    sbx_msg_add(b, "target2", ev->target2);
-    sbx_msg_add(b, "rule", ev->rule);
-    sbx_msg_add(b, "reason", ev->reason);
+    char clip[SBX_EV_TARGET_MAX + 1];
+    for (int i = 0; i < SBX_EV_NSTR; i++)
+        if (val[i])
+            sbx_msg_add(b, key[i], sbx_clip(val[i], strlen(val[i]), clip, max[i] + 1));
     if (pid > 0)
         sbx_msg_addf(b, "pid", "%ld", (long)pid);
 }
@@ -535,7 +550,10 @@ int sbx_ctl_kill(int fd, const char *name, bool soft, const char *reason,
     else
         sbx_msg_add(b, "all", "1");
     sbx_msg_add(b, "soft", soft ? "1" : "0");
-    sbx_msg_add(b, "reason", reason ? reason : "");
+    /* A reason too long for a message still kills: it is clipped. */
+    char why[SBX_CTL_REASON_MAX];
+    reason = reason ? reason : "";
+    sbx_msg_add(b, "reason", sbx_clip(reason, strlen(reason), why, sizeof why));
     if (transact(fd, b, r, err, errsz) < 0)
         goto out;
     const char *res = sbx_msg_get(&r->m, "result");

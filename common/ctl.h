@@ -19,6 +19,12 @@
 #include "ctlmsg.h"
 #include "event.h"
 
+/* The longest command and kill reason sent (NUL included): longer ones are
+ * clipped with a marker, length and hash (clip.h).  Both leave room in a
+ * message for the other fields even when escaping doubles every byte. */
+#define SBX_CTL_COMMAND_MAX (SBX_EV_TARGET_MAX + 1)   /* the start row's target */
+#define SBX_CTL_REASON_MAX  256     /* what the daemon keeps (daemon.h) */
+
 /* ---- client API ---------------------------------------------------------- */
 
 /* Connects to control.sock; if AUTOSTART and no daemon answers, starts
@@ -29,7 +35,7 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz);
 struct sbx_agent_reg {
     const char *name;          /* unique among running agents; NULL or "" -> error */
     const char *policy_name, *policy_sha256, *policy_file, *workspace;
-    const char *command;       /* argv joined by spaces */
+    const char *command;       /* argv joined by spaces (clipped: SBX_CTL_COMMAND_MAX) */
     const char *layers;        /* "guard,userns,..." what isolation is active */
     pid_t guard_pid;
 };

@@ -241,12 +241,17 @@ static char *join_argv(char *const argv[])
     char *s = malloc(len);
     if (!s)
         return NULL;
-    s[0] = '\0';
+    /* memcpy at a running end: strlcat from the start each time made
+     * 100,000 arguments take half a minute. */
+    char *end = s;
     for (size_t i = 0; argv[i]; i++) {
         if (i)
-            strlcat(s, " ", len);
-        strlcat(s, argv[i], len);
+            *end++ = ' ';
+        size_t n = strlen(argv[i]);
+        memcpy(end, argv[i], n);
+        end += n;
     }
+    *end = '\0';
     return s;
 }
 
