@@ -127,6 +127,12 @@ static const struct sock_filter personality_prefix[] = {
 #define CMP(a, o, x, y) ((struct scmp_arg_cmp){ .arg = (a), .op = (o), \
                                            .datum_a = (x), .datum_b = (y) })
 
+/* Families and netlink protocols are small numbers: AF_MAX is 46 in Linux
+ * 6.x and MAX_LINKS 32; the filter names each one below these bounds and
+ * refuses everything from them up. */
+#define SBX_AF_LIMIT 64
+#define SBX_NETLINK_LIMIT 32
+
 #define NOTIFY_LIST "execve, execveat, connect, sendto with an address"
 
 static int add(scmp_filter_ctx ctx, uint32_t action, long nr, unsigned n,
@@ -212,6 +218,42 @@ int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t er
             || add(ctx, eperm, SYS_socket, 2, c6, "socket(MPTCP)", err, errsz) < 0)
             goto out;
     }
+    /* Address families no policy rule can name (vsock reaches the host
+     * past any network namespace; packet, bluetooth, alg, can, ...): the
+     * same list the guard refuses (policy_socket_allowed).  Each family is
+     * compared whole: any value above the last family, high bits included,
+     * is refused by the GT rule, so an int with garbage in its upper half
+     * cannot slip past the EQ rules. */
+    {
+        uint32_t noaf = SCMP_ACT_ERRNO(EAFNOSUPPORT), noproto = SCMP_ACT_ERRNO(EPROTONOSUPPORT);
+        for (int f = 0; f < SBX_AF_LIMIT; f++) {
+            if (f == AF_NETLINK || policy_socket_allowed(f, 0))
+                continue;
+            struct scmp_arg_cmp c = CMP(0, SCMP_CMP_EQ, (scmp_datum_t)f, 0);
+            if (add(ctx, noaf, SYS_socket, 1, &c, "socket(family)", err, errsz) < 0)
+                goto out;
+        }
+        struct scmp_arg_cmp hi = CMP(0, SCMP_CMP_GE, SBX_AF_LIMIT, 0);
+        if (add(ctx, noaf, SYS_socket, 1, &hi, "socket(family)", err, errsz) < 0)
+            goto out;
+        for (int p = 0; p < SBX_NETLINK_LIMIT; p++) {
+            if (policy_socket_allowed(AF_NETLINK, p))
+                continue;
+            struct scmp_arg_cmp c[2] = { CMP(0, SCMP_CMP_EQ, AF_NETLINK, 0),
+                                         CMP(2, SCMP_CMP_EQ, (scmp_datum_t)p, 0) };
+            if (add(ctx, noproto, SYS_socket, 2, c, "socket(netlink)", err, errsz) < 0)
+                goto out;
+        }
+        struct scmp_arg_cmp nl[2] = { CMP(0, SCMP_CMP_EQ, AF_NETLINK, 0),
+                                      CMP(2, SCMP_CMP_GE, SBX_NETLINK_LIMIT, 0) };
+        /* socketpair makes only AF_UNIX pairs worth having. */
+        struct scmp_arg_cmp sp_lo = CMP(0, SCMP_CMP_LT, AF_UNIX, 0);
+        struct scmp_arg_cmp sp_hi = CMP(0, SCMP_CMP_GT, AF_UNIX, 0);
+        if (add(ctx, noproto, SYS_socket, 2, nl, "socket(netlink)", err, errsz) < 0
+            || add(ctx, noaf, SYS_socketpair, 1, &sp_lo, "socketpair", err, errsz) < 0
+            || add(ctx, noaf, SYS_socketpair, 1, &sp_hi, "socketpair", err, errsz) < 0)
+            goto out;
+    }
     /* An executable memfd is code that never was a file the policy could
      * judge: refuse memfd_create(MFD_EXEC).  (Without flags the kernel's
      * vm.memfd_noexec decides; the supervisor refuses exec of any memfd.) */
@@ -291,6 +333,12 @@ void iso_seccomp_print(unsigned notify, FILE *out)
     fprintf(out, "  %-18s EPERM  anything but PER_LINUX and the query (no ADDR_NO_RANDOMIZE)\n", "personality");
     fprintf(out, "  %-18s EPERM  TIOCSTI, TIOCLINUX (typing into the user's terminal)\n", "ioctl");
     fprintf(out, "  %-18s EPERM  AF_INET/AF_INET6 with IPPROTO_MPTCP\n", "socket");
+    fprintf(out, "  %-18s EAFNOSUPPORT every family but AF_UNIX, AF_INET, AF_INET6 and\n"
+                 "  %-18s              AF_NETLINK (vsock, packet, bluetooth, alg, ...)\n",
+            "socket", "");
+    fprintf(out, "  %-18s EPROTONOSUPPORT netlink but NETLINK_ROUTE and NETLINK_SOCK_DIAG\n",
+            "socket");
+    fprintf(out, "  %-18s EAFNOSUPPORT every family but AF_UNIX\n", "socketpair");
     fprintf(out, "  %-18s EPERM  with MFD_EXEC\n", "memfd_create");
     if (notify)
         fprintf(out, "  %-18s NOTIFY the supervisor in sbx-guard decides (" NOTIFY_LIST ")\n",

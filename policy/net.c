@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/un.h>
+#include <linux/netlink.h>
 
 #include <bsd/stdlib.h>
 
@@ -405,4 +406,18 @@ int policy_decide_net_text(const struct policy *p, enum sbx_op op,
     decide_subject(p, op, &s, v);
     arena_free(&a);
     return 0;
+}
+
+bool policy_socket_allowed(int family, int protocol)
+{
+    switch (family) {
+    case AF_UNIX:
+    case AF_INET:
+    case AF_INET6:
+        return true;
+    case AF_NETLINK:
+        return protocol == NETLINK_ROUTE || protocol == NETLINK_SOCK_DIAG;
+    default:
+        return false;
+    }
 }

@@ -203,6 +203,15 @@ enum sbx_decision policy_decide_net(const struct policy *p, enum sbx_op op,
 int policy_decide_net_text(const struct policy *p, enum sbx_op op,
                            const char *target, struct policy_verdict *v);
 
+/* True if socket(FAMILY, *, PROTOCOL) opens a kind of socket a policy can
+ * govern, or one libc needs: AF_UNIX, AF_INET and AF_INET6 (the network
+ * rules name them), and AF_NETLINK for NETLINK_ROUTE (getaddrinfo's
+ * AI_ADDRCONFIG, if_nameindex) and NETLINK_SOCK_DIAG (ss).  Every other
+ * family (vsock, packet, bluetooth, alg, can, ...) reaches past any rule a
+ * policy can write: the guard and the seccomp filter refuse it
+ * (EAFNOSUPPORT; EPROTONOSUPPORT for another netlink protocol). */
+bool policy_socket_allowed(int family, int protocol);
+
 /* ---- paths ---------------------------------------------------------------- */
 
 /* Folding, resolving, "under", the PATH search and the words of a typed

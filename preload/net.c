@@ -23,6 +23,7 @@
 
 #include "guard.h"
 
+REAL_SLOT(socket);
 REAL_SLOT(connect);
 REAL_SLOT(bind);
 REAL_SLOT(sendto);
@@ -103,6 +104,50 @@ static int judge_or_pass(enum sbx_op op, const struct sockaddr *sa, socklen_t le
     guard_leave();
     errno = saved;
     return err;
+}
+
+/* Sockets of a family no policy rule can name (vsock, packet, bluetooth,
+ * ...) are refused before they exist, as the seccomp filter does below the
+ * guard (policy_socket_allowed says which). */
+SBX_EXPORT int socket(int family, int type, int protocol)
+{
+    if (policy_socket_allowed(family, protocol))
+        return REAL(socket)(family, type, protocol);
+    int err = family == AF_NETLINK ? EPROTONOSUPPORT : EAFNOSUPPORT;
+    if (guard_enter()) {
+        static const struct { int af; const char *name; } names[] = {
+            { AF_PACKET, "AF_PACKET" }, { AF_VSOCK, "AF_VSOCK" },
+            { AF_BLUETOOTH, "AF_BLUETOOTH" }, { AF_ALG, "AF_ALG" },
+            { AF_CAN, "AF_CAN" }, { AF_TIPC, "AF_TIPC" }, { AF_XDP, "AF_XDP" },
+            { AF_NETLINK, "AF_NETLINK" }, { AF_KEY, "AF_KEY" }, { AF_RDS, "AF_RDS" },
+        };
+        char target[64];
+        struct sbuf t;
+        sbuf_init(&t, target, sizeof target);
+        sbuf_add(&t, "socket(");
+        const char *name = NULL;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (names[i].af == family)
+                name = names[i].name;
+        if (name) {
+            sbuf_add(&t, name);
+        } else {
+            sbuf_add(&t, "family ");
+            sbuf_add_uint(&t, (unsigned)family);
+        }
+        if (family == AF_NETLINK) {
+            sbuf_add(&t, ", protocol ");
+            sbuf_add_uint(&t, (unsigned)protocol);
+        }
+        sbuf_add(&t, ")");
+        int saved = errno;
+        guard_record_plain(SBX_OP_CONNECT, SBX_DENY, target, NULL, err,
+                           "an address family no policy rule can allow");
+        guard_leave();
+        errno = saved;
+    }
+    errno = err;
+    return -1;
 }
 
 SBX_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)

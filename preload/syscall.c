@@ -71,6 +71,8 @@ SBX_EXPORT long syscall(long nr, ...)
         return execve(P(a), (char *const *)b, (char *const *)c);
     case SYS_execveat:
         return execveat((int)a, P(b), (char *const *)c, (char *const *)d, (int)e);
+    case SYS_socket:
+        return socket((int)a, (int)b, (int)c);
     case SYS_connect:
         return connect((int)a, (const struct sockaddr *)b, (socklen_t)c);
     case SYS_bind:

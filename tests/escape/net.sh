@@ -47,4 +47,46 @@ test_a_port_outside_the_allow_list_is_refused() {
     expect_row op=connect decision=deny layer=supervisor target=127.0.0.1:9
 }
 
+# AF_VSOCK reaches the host past any network namespace; the policy has no
+# rule that could allow or deny it.  40 is AF_VSOCK, 17 AF_PACKET, 16
+# AF_NETLINK (protocol 0 NETLINK_ROUTE, 9 NETLINK_AUDIT).
+test_raw_socket_of_a_family_no_rule_can_allow_is_refused_by_the_kernel_layer() {
+    out=$(native -- "$ESC" socket 40) || true
+    assert_eq "$out" "fail EAFNOSUPPORT" "vsock"
+    out=$(native -- "$ESC" socket 17) || true
+    assert_eq "$out" "fail EAFNOSUPPORT" "packet"
+    # garbage in the upper half of the register does not slip past
+    out=$(native -- "$ESC" socket 0x100000028) || true
+    assert_eq "$out" "fail EAFNOSUPPORT" "vsock with high bits"
+    out=$(native -- "$ESC" socket 16 9) || true
+    assert_eq "$out" "fail EPROTONOSUPPORT" "netlink audit"
+}
+
+test_raw_sockets_the_policy_governs_and_netlink_route_still_open() {
+    assert_eq "$(native -- "$ESC" socket 2)" ok "AF_INET"
+    assert_eq "$(native -- "$ESC" socket 1)" ok "AF_UNIX"
+    assert_eq "$(native -- "$ESC" socket 10)" ok "AF_INET6"
+    assert_eq "$(native -- "$ESC" socket 16 0)" ok "NETLINK_ROUTE"
+    # what libc does with NETLINK_ROUTE: getaddrinfo with AI_ADDRCONFIG,
+    # if_nameindex
+    out=$(native -- python3 -c '
+import socket
+print(len(socket.getaddrinfo("localhost", 80, flags=socket.AI_ADDRCONFIG)) > 0)
+print(any(n == "lo" for _, n in socket.if_nameindex()))')
+    assert_eq "$out" "True
+True" "getaddrinfo and if_nameindex"
+}
+
+test_the_guard_refuses_a_vsock_socket_and_records_it() {
+    out=$(guard --isolation none -- python3 -c '
+import socket
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    print("opened")
+except OSError as e:
+    print(e.strerror)') || true
+    assert_eq "$out" "Address family not supported by protocol"
+    expect_row op=connect decision=deny layer=guard "target=socket(AF_VSOCK)"
+}
+
 run_tests

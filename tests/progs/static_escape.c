@@ -30,6 +30,9 @@
  *   static_escape symlink TARGET LINK  symlink, then read through it
  *   static_escape personality          ADDR_NO_RANDOMIZE
  *   static_escape int80                getpid through the 32-bit ABI
+ *   static_escape socket FAMILY [PROTO] socket(FAMILY, SOCK_DGRAM or, for
+ *                                      AF_INET/AF_VSOCK/AF_UNIX, SOCK_STREAM)
+ *                                      with the raw 64-bit FAMILY (0x... ok)
  */
 
 #include <errno.h>
@@ -245,6 +248,16 @@ int main(int argc, char **argv)
         return result(syscall(SYS_personality, ADDR_NO_RANDOMIZE));
     if (strcmp(cmd, "int80") == 0)
         return do_int80();
+    if (strcmp(cmd, "socket") == 0) {
+        /* Families whose sockets are datagram-only or need a raw type get
+         * SOCK_RAW (packet, netlink); others SOCK_STREAM. */
+        unsigned long long fam = strtoull(a, NULL, 0);
+        int low = (int)(fam & 0xffffffffu);
+        int type = low == AF_PACKET || low == AF_NETLINK ? SOCK_RAW : SOCK_STREAM;
+        if (low == AF_ALG)
+            type = SOCK_SEQPACKET;
+        return result(syscall(SYS_socket, fam, type, strtol(b, NULL, 0)));
+    }
     fprintf(stderr, "static_escape: unknown command %s\n", cmd);
     return 2;
 }
