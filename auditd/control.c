@@ -560,6 +560,13 @@ void ctl_accept(struct daemon *d)
             snprintf(why, sizeof why, "refused a control connection from uid %u pid %d",
                      (unsigned)cr.uid, (int)cr.pid);
             daemon_log("%s", why);
+            /* Tell the client why before hanging up, so that it does not
+             * report "not running" (best effort: never blocks). */
+            static struct sbx_msgbuf refusal;
+            sbx_msg_start(&refusal, "ERR");
+            sbx_msg_addf(&refusal, "msg", "sbx-auditd refuses you: it serves uid %u and root, "
+                         "you are uid %u", (unsigned)d->uid, (unsigned)cr.uid);
+            (void)send(fd, refusal.buf, refusal.len, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (hold_row(d, false, SBX_OP_KILL, SBX_DENY, NULL, cr.pid, cr.uid, "control.sock",
                          NULL, "control.sock: same uid or root", why) == 0)
                 batch_commit(d, true);

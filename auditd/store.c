@@ -244,7 +244,7 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         sqlite3_wal_hook(st->db, wal_hook, st);
         /* More lookaside memory: the insert path then rarely calls malloc. */
         sqlite3_db_config(st->db, SQLITE_DBCONFIG_LOOKASIDE, NULL, 512, 2000);
-        if (prepare(st) < 0 || load_chain_head(st) < 0) {
+        if (prepare(st) < 0 || load_chain_head(st) < 0 || store_mark_home(st) < 0) {
             snprintf(err, errsz, "%s", st->errmsg);
             goto fail;
         }

@@ -48,6 +48,11 @@ int store_check_integrity(struct audit_store *st, char *err, size_t errsz);
 int store_note_file(struct audit_store *st);
 int store_check_same_file(struct audit_store *st);
 /* The last pruned row (id 0 and a zero hash when nothing was pruned). */
+/* Records in meta where this store lives (its real path, key "home"), so
+ * that verify can tell a copy (SQLite's .backup, cp) from the store itself:
+ * a copy may lack the head file, the store may not.  0 / -1. */
+int store_mark_home(struct audit_store *st);
+
 int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[AUDIT_HASH_LEN]);
 
 #endif

@@ -143,7 +143,15 @@ static int recv_msg(int fd, struct reply *r, int timeout_ms, char *err, size_t e
 static int transact(int fd, const struct sbx_msgbuf *b, struct reply *r, char *err, size_t errsz)
 {
     if (sbx_msg_send(fd, b) < 0) {
-        snprintf(err, errsz, "sending to sbx-auditd: %s", strerror(errno));
+        int e = errno;
+        /* A daemon that refuses the connection says why, then hangs up:
+         * its ERR may be waiting even though the send failed. */
+        if ((e == EPIPE || e == ECONNRESET) && recv_msg(fd, r, 0, err, errsz) > 0 &&
+            strcmp(r->m.verb, "ERR") == 0 && sbx_msg_get(&r->m, "msg")) {
+            snprintf(err, errsz, "%s", sbx_msg_get(&r->m, "msg"));
+            return -1;
+        }
+        snprintf(err, errsz, "sending to sbx-auditd: %s", strerror(e));
         return -1;
     }
     for (;;) {
@@ -315,10 +323,20 @@ int sbx_ctl_open(bool autostart, char *err, size_t errsz)
         (autostart || errno != ENOENT))
         return -1;
     int s = try_connect(path);
-    if (s >= 0 || !autostart) {
-        if (s < 0)
-            snprintf(err, errsz, "sbx-auditd is not running (%s: %s)", path, strerror(errno));
+    if (s >= 0)
         return s;
+    /* Only a missing socket or one nobody listens on means "not running";
+     * anything else (EACCES: a daemon of another user) is said as it is,
+     * and starting a second daemon would not help. */
+    int e = errno;
+    bool absent = e == ENOENT || e == ECONNREFUSED;
+    if (!absent || !autostart) {
+        if (absent)
+            snprintf(err, errsz, "sbx-auditd is not running (%s: %s)", path, strerror(e));
+        else
+            snprintf(err, errsz, "cannot connect to sbx-auditd at %s: %s", path, strerror(e));
+        errno = e;
+        return -1;
     }
     int ready = -1;
     if (start_daemon(rundir, &ready, err, errsz) < 0)

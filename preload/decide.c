@@ -245,6 +245,12 @@ int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
     return 0;
 }
 
+int guard_record_toolong(enum sbx_op op, const char *path)
+{
+    return guard_record_plain(op, SBX_DENY, path, NULL, ENAMETOOLONG,
+                              "the path, made absolute, is longer than PATH_MAX (4096 bytes)");
+}
+
 int guard_record(const struct guard_verdict *gv, const char *target2,
                  uint32_t flags, const char *note)
 {

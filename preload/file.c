@@ -110,7 +110,7 @@ static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode)
         char lex[GUARD_PATH_MAX];
         struct guard_verdict gv;
         if (guard_lexical(dirfd, path, lex, sizeof lex) < 0) {
-            err = errno;
+            err = errno == ENAMETOOLONG ? guard_record_toolong(op, path) : errno;
             goto fail;
         }
         enum sbx_decision d = guard_decide_path(op, lex, also_read, &gv);

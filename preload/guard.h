@@ -145,6 +145,12 @@ int guard_record(const struct guard_verdict *gv, const char *target2,
 int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
                        const char *target2, int err, const char *reason);
 
+/* Records the refusal of PATH (as the program gave it) for OP because it,
+ * or it made absolute, is longer than GUARD_PATH_MAX: a deny row whose
+ * target the ring cuts with its marker.  Returns ENAMETOOLONG (or what
+ * guard_record_plain says when the channel is down). */
+int guard_record_toolong(enum sbx_op op, const char *path);
+
 /* ---- paths (path.c) ------------------------------------------------------ */
 
 /* Folding and resolving are policy/path.h's (policy_path_lexical,

@@ -243,7 +243,7 @@ int guard_judge_path(enum sbx_op op, int dirfd, const char *path, bool nofollow,
 {
     j->note[0] = '\0';
     if (guard_lexical(dirfd, path, j->lex, sizeof j->lex) < 0)
-        return errno;
+        return errno == ENAMETOOLONG ? guard_record_toolong(op, path) : errno;
     bool allowed = guard_decide_path(op, j->lex, also_read, &j->gv) == SBX_ALLOW &&
                    !j->gv.v.audit;
     /* An explicit deny of the name the program used stands, whatever the
@@ -251,7 +251,7 @@ int guard_judge_path(enum sbx_op op, int dirfd, const char *path, bool nofollow,
     if (!guard_policy || (!allowed && guard_verdict_final(&j->gv)))
         return 0;
     if (guard_resolve(dirfd, path, nofollow, j->res, sizeof j->res) < 0)
-        return errno;
+        return errno == ENAMETOOLONG ? guard_record_toolong(op, path) : errno;
     if (strcmp(j->res, j->lex) == 0)
         return 0;
     /* The path the kernel will reach decides. */

@@ -82,6 +82,74 @@ static int utf8_len(const unsigned char *s)
     return n;
 }
 
+/* True if the code point of the N-byte UTF-8 sequence at P must not reach a
+ * terminal raw: C1 controls (U+0080-U+009F: some terminals act on them),
+ * the bidirectional controls (U+061C, U+200E-U+200F, U+202A-U+202E,
+ * U+2066-U+2069: they reorder what follows, so a path can display as
+ * another) and the line and paragraph separators (U+2028, U+2029). */
+static bool unsafe_cp(const unsigned char *p, int n, unsigned *cp)
+{
+    unsigned c;
+    if (n == 2)
+        c = (p[0] & 0x1Fu) << 6 | (p[1] & 0x3Fu);
+    else if (n == 3)
+        c = (p[0] & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu);
+    else
+        return false;
+    *cp = c;
+    return (c >= 0x80 && c <= 0x9F) || c == 0x061C || c == 0x200E || c == 0x200F ||
+           (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069) ||
+           c == 0x2028 || c == 0x2029;
+}
+
+/* One step of escaping for a terminal: writes the next character of *P, or
+ * its escape (\xNN for an ASCII control or a byte of invalid UTF-8, \u{N}
+ * for an unsafe code point), to OUT, and advances *P.  A backslash stays
+ * itself: rules are regexes full of them, and the exact text is in the
+ * JSON output.  Returns the bytes written (at most 10). */
+static int esc_step(const unsigned char **pp, char out[12])
+{
+    const unsigned char *p = *pp;
+    unsigned cp;
+    int n = utf8_len(p);
+    if (n == 1 && *p >= 0x20 && *p != 0x7f) {
+        out[0] = (char)*p;
+        *pp = p + 1;
+        return 1;
+    }
+    if (n == 0 || n == 1) {
+        *pp = p + 1;
+        return snprintf(out, 12, "\\x%02x", *p);
+    }
+    *pp = p + n;
+    if (unsafe_cp(p, n, &cp))
+        return snprintf(out, 12, "\\u{%x}", cp);
+    memcpy(out, p, (size_t)n);
+    return n;
+}
+
+const char *afmt_escape(const char *s, char *out, size_t outsz)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t len = 0;
+    while (*p) {
+        char e[12];
+        int n = esc_step(&p, e);
+        if (len + (size_t)n + 4 > outsz) {
+            if (outsz >= 4) {
+                memcpy(out + len, "...", 3);
+                len += 3;
+            }
+            break;
+        }
+        memcpy(out + len, e, (size_t)n);
+        len += (size_t)n;
+    }
+    if (outsz)
+        out[len < outsz ? len : outsz - 1] = '\0';
+    return out;
+}
+
 void afmt_json_str(FILE *f, const char *s)
 {
     if (!s) {
@@ -110,9 +178,14 @@ void afmt_json_str(FILE *f, const char *s)
             p++;
         } else {
             int n = utf8_len(p);
+            unsigned cp;
             if (n == 0) {
                 fputs("\\ufffd", f);
                 p++;
+            } else if (unsafe_cp(p, n, &cp)) {
+                /* the same text, but never raw on a terminal that shows it */
+                fprintf(f, "\\u%04x", cp);
+                p += n;
             } else {
                 fwrite(p, 1, (size_t)n, f);
                 p += n;
@@ -145,13 +218,19 @@ static void csv_num(long long v)
     printf("%lld,", v);
 }
 
-/* Table cells never contain control characters (they would break the
- * alignment and could drive the terminal): show them as '?'. */
+/* Table cells never contain control characters, bidi overrides or invalid
+ * UTF-8 (they would break the alignment, drive the terminal or make a path
+ * display as another): they are escaped (afmt_escape). */
 static void cell(const char *s, int width, bool pad)
 {
     int n = 0;
-    for (const char *p = s ? s : "-"; *p; p++, n++)
-        putchar((unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p);
+    const unsigned char *p = (const unsigned char *)(s ? s : "-");
+    while (*p) {
+        char e[12];
+        int k = esc_step(&p, e);
+        fwrite(e, 1, (size_t)k, stdout);
+        n += k;
+    }
     if (pad)
         for (; n < width; n++)
             putchar(' ');

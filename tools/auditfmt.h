@@ -22,7 +22,15 @@ void afmt_time(int64_t ts_ns, char *out, size_t outsz);
  * 0 and *NS, or -1. */
 int afmt_parse_since(const char *s, int64_t *ns);
 
-/* Writes S as a JSON string (quoted; invalid UTF-8 becomes U+FFFD). */
+/* S made safe for a terminal into OUT (OUTSZ bytes; cut with "..." when it
+ * does not fit): ASCII controls and invalid UTF-8 bytes become \xNN, the C1
+ * controls, bidirectional controls (U+202E ...) and line separators \u{N}.
+ * The table output and messages that echo what a user or
+ * an agent wrote use it.  Returns OUT. */
+const char *afmt_escape(const char *s, char *out, size_t outsz);
+
+/* Writes S as a JSON string (quoted; invalid UTF-8 becomes U+FFFD; the
+ * controls afmt_escape escapes become \uXXXX). */
 void afmt_json_str(FILE *f, const char *s);
 
 struct afmt_table {

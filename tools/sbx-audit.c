@@ -307,9 +307,11 @@ static int print_stats(const struct audit_agent_stats *a, void *arg)
     afmt_time(a->first_ns, first, sizeof first);
     afmt_time(a->last_ns, last, sizeof last);
     (*nagents)++;
+    /* names and targets come from agents: escaped for the terminal */
+    char esc[600];
     printf("agent %s\n  events     %lld (%lld denied)\n  first seen %s\n  last seen  %s\n",
-           a->agent ? a->agent : "(none: daemon records)", (long long)a->events,
-           (long long)a->denied, first, last);
+           a->agent ? afmt_escape(a->agent, esc, sizeof esc) : "(none: daemon records)",
+           (long long)a->events, (long long)a->denied, first, last);
     if (a->denied) {
         printf("  denials by op:");
         for (size_t i = 0; i < a->n_denied_ops; i++)
@@ -317,7 +319,8 @@ static int print_stats(const struct audit_agent_stats *a, void *arg)
         printf("\n  top denied targets:\n");
         for (size_t i = 0; i < a->n_denied_targets; i++)
             printf("    %6lld  %s\n", (long long)a->denied_targets[i].n,
-                   a->denied_targets[i].name ? a->denied_targets[i].name : "-");
+                   a->denied_targets[i].name
+                       ? afmt_escape(a->denied_targets[i].name, esc, sizeof esc) : "-");
     }
     return 0;
 }
@@ -333,8 +336,10 @@ static int cmd_stats(int argc, char **argv)
     if (audit_store_read_begin(st, err, sizeof err) < 0 ||
         audit_store_stats(st, o.f.agent, print_stats, &nagents, err, sizeof err) < 0)
         goto out;
+    char shown[300];
     if (nagents == 0)
-        printf(o.f.agent ? "no events of agent %s\n" : "no events%s\n", o.f.agent ? o.f.agent : "");
+        printf(o.f.agent ? "no events of agent %s\n" : "no events%s\n",
+               o.f.agent ? afmt_escape(o.f.agent, shown, sizeof shown) : "");
     if (audit_store_totals(st, &t, err, sizeof err) < 0)
         goto out;
     struct stat sb;
@@ -407,8 +412,11 @@ static int print_agent(const struct audit_agent_run *a, void *arg)
                  a->kill_reason ? a->kill_reason : "");
     else
         strlcpy(killed, "-", sizeof killed);
-    printf("%-20s %-12s %-27s %-27s %-24s %s\n", a->reg.name, a->reg.run_id, started, ended,
-           status, killed);
+    /* names, details and reasons come from agents and users: escaped */
+    char e_name[300], e_status[600], e_killed[1200];
+    printf("%-20s %-12s %-27s %-27s %-24s %s\n", afmt_escape(a->reg.name, e_name, sizeof e_name),
+           a->reg.run_id, started, ended, afmt_escape(status, e_status, sizeof e_status),
+           afmt_escape(killed, e_killed, sizeof e_killed));
     return 0;
 }
 

@@ -52,6 +52,7 @@
 #include <bsd/string.h>
 #include <sha2.h>
 
+#include "auditfmt.h"
 #include "ctl.h"
 #include "event.h"
 #include "guard_env.h"
@@ -173,9 +174,12 @@ static void parse_args(int argc, char **argv, struct opts *o)
     if (o->name) {
         size_t n = strlen(o->name);
         if (n == 0 || n > 64 || strspn(o->name, "abcdefghijklmnopqrstuvwxyz"
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
+            char shown[300];    /* never the raw bytes: they may drive the terminal */
             errx(EXIT_GUARD_FAILED,
-                 "--name: '%s' must be 1-64 characters of letters, digits, '.', '_', '-'", o->name);
+                 "--name: '%s' must be 1-64 characters of letters, digits, '.', '_', '-'",
+                 afmt_escape(o->name, shown, sizeof shown));
+        }
     }
 }
 
@@ -369,11 +373,14 @@ static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
  * process group, which catches what a pid namespace does not hold. */
 static int hard_kill(struct guard *g)
 {
+    /* Counted first: SIGKILL to a pid namespace's init takes all of it at
+     * once, and the sweep after it finds nothing left to count. */
+    int alive = guard_count_descendants();
     if (g->child.pidns)
         kill(g->child.pid, SIGKILL);
     int n = guard_kill_descendants(g->child.pid, 100);
     g->killed = true;
-    return n;
+    return n > alive ? n : alive;
 }
 
 static void record(struct guard *g, enum sbx_op op, enum sbx_decision d,

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auditfmt.h"
 #include "ctl.h"
 #include "version.h"
 
@@ -97,15 +98,18 @@ int main(int argc, char **argv)
     char why[512], result[1024];
     int fd = sbx_ctl_open(false, why, sizeof why);
     if (fd < 0) {
-        if (errno == EPERM)     /* a runtime directory that is not ours */
-            errx(EXIT_FAILED, "%s", why);
-        errx(EXIT_FAILED, "%s: no agent is running", why);
+        if (errno == ENOENT || errno == ECONNREFUSED)
+            errx(EXIT_FAILED, "%s: no agent is running", why);
+        errx(EXIT_FAILED, "%s", why);
     }
     int rc = sbx_ctl_kill(fd, all ? NULL : name, soft, reason, result, sizeof result,
                           why, sizeof why);
     sbx_ctl_close(fd);
-    if (rc < 0)
-        errx(EXIT_FAILED, "%s", why);
+    if (rc < 0) {
+        /* the daemon's message may quote NAME: escaped for the terminal */
+        char shown[1024];
+        errx(EXIT_FAILED, "%s", afmt_escape(why, shown, sizeof shown));
+    }
     printf("%s\n", result);
     return 0;
 }

@@ -64,4 +64,26 @@ test_a_kill_with_a_100_KB_reason_still_kills_and_records_the_reason_clipped() {
     expect_row agent=victim op=kill "reason~...[truncated: 100000 bytes, sha256 $sum]"
 }
 
+test_a_path_longer_than_PATH_MAX_is_refused_with_a_row() {
+    long=$(python3 -c 'print("/".join(["d" * 200] * 25))')
+    out=$(guard --policy "$DEFAULT" --isolation none --name lp -- python3 -c '
+import sys
+try:
+    open(sys.argv[1])
+except OSError as e:
+    print(e.strerror)' "$WS/$long/f") || true
+    assert_eq "$out" "File name too long"
+    rows --agent lp > "$T/rows.json"
+    python3 - "$T/rows.json" "$WS/$long/f" <<'PY' || fail "no row for the long path"
+import json, sys
+want = sys.argv[2]
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["op"] == "open-read" and r["decision"] == "deny" and r["target"] == want \
+            and "longer than PATH_MAX" in r["reason"] and r["errno"] == 36:
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+
 run_tests
