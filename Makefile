@@ -232,9 +232,19 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
 
+# Unit tests that include tests/unit/failalloc.h link with the allocator
+# wrapped, so that they can make any allocation of sbx's code fail.
+FAILALLOC_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=reallocarray \
+                    -Wl,--wrap=strdup,--wrap=asprintf,--wrap=__asprintf_chk
+FAILALLOC_TESTS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,\
+                    $(shell grep -l '^\#include "failalloc.h"' $(UNIT_SRC) 2>/dev/null))
+$(FAILALLOC_TESTS): UNIT_LDFLAGS = $(FAILALLOC_LDFLAGS)
+# test_isolate makes open_tree fail for one path (hide_and_restore's error path).
+$(BUILD)/tests/test_isolate: UNIT_LDFLAGS = -Wl,--wrap=open_tree
+
 $(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS) $(CMOCKA_LIBS)
+	$(CC) $(ALL_LDFLAGS) $(UNIT_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/tests/progs/static_%: tests/progs/static_%.c
 	@mkdir -p $(dir $@)

@@ -349,16 +349,16 @@ static int attach(int tree, const char *path)
 static int hide_and_restore(const struct iso_mounts *mp, const char *const *hides, size_t nh,
                             bool ro, const char *tmpfs_opts, char *err, size_t errsz)
 {
-    struct keep_state ks[8];
+    struct keep_state ks[sizeof mp->keep / sizeof mp->keep[0]];
     int rc = -1;
 
-    /* All of them, before the first goto out: the clean-up closes every
-     * keep's tree, also those after the one whose clone failed. */
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+    /* Every descriptor is -1 before the first can fail: the cleanup closes
+     * only what was opened (a stray close could take the pipe that carries
+     * this very error back to sbx-guard). */
+    for (size_t i = 0; i < mp->n_keep; i++)
         ks[i].tree = -1;
     for (size_t i = 0; i < mp->n_keep; i++) {
         struct stat st;
-        ks[i].tree = -1;
         if (stat(mp->keep[i], &st) < 0)
             continue;
         ks[i].dev = st.st_dev;

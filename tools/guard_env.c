@@ -17,6 +17,8 @@ struct envbuf {
     size_t n, cap;
 };
 
+/* Invariant, at every return (so that guard_env_free is right after any
+ * failure): E->v, when not NULL, holds E->n distinct strings and a NULL. */
 static int env_put(struct envbuf *e, const char *name, const char *value)
 {
     size_t nlen = strlen(name);
@@ -25,6 +27,7 @@ static int env_put(struct envbuf *e, const char *name, const char *value)
         if (strncmp(e->v[i], name, nlen) == 0 && e->v[i][nlen] == '=') {
             free(e->v[i]);
             e->v[i] = e->v[--e->n];
+            e->v[e->n] = NULL;  /* the moved pointer must not stay twice */
             break;
         }
     }
@@ -33,6 +36,7 @@ static int env_put(struct envbuf *e, const char *name, const char *value)
         char **nv = reallocarray(e->v, cap, sizeof *nv);
         if (!nv)
             return -1;
+        nv[e->n] = NULL;        /* a new array is terminated before use */
         e->v = nv;
         e->cap = cap;
     }

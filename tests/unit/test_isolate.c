@@ -7,8 +7,12 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -296,6 +300,77 @@ static void test_cover_is_complete_past_the_old_limits_and_has_no_duplicates(voi
     policy_free(p);
 }
 
+/* open_tree is wrapped (Makefile: -Wl,--wrap=open_tree): it fails with
+ * EXDEV for the path named here, and works for any other. */
+static char open_tree_fails_for[4096];
+int __real_open_tree(int dfd, const char *path, unsigned flags);
+int __wrap_open_tree(int dfd, const char *path, unsigned flags);
+int __wrap_open_tree(int dfd, const char *path, unsigned flags)
+{
+    if (open_tree_fails_for[0] && strcmp(path, open_tree_fails_for) == 0) {
+        errno = EXDEV;
+        return -1;
+    }
+    return __real_open_tree(dfd, path, flags);
+}
+
+/* Fills the stack below the caller with FD, so that a descriptor variable
+ * read before it is set holds FD. */
+static __attribute__((noinline)) void spray_stack(int fd)
+{
+    volatile int a[32768];
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        a[i] = fd;
+}
+
+#define SENTINEL_FD 100
+
+/* In a child with its own mount namespace: the first kept path cannot be
+ * cloned.  The error names it and its cause, and no descriptor that was
+ * never opened is closed (it used to close whatever the stack held: here
+ * the sentinel, in sbx-guard the pipe that carries the error). */
+static void test_a_failed_clone_of_a_kept_path_closes_only_what_was_opened(void **state)
+{
+    (void)state;
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (unshare(CLONE_NEWNS) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+            _exit(77);
+        struct iso_mounts *mp = calloc(1, sizeof *mp);
+        char err[512] = "";
+        if (!mp || dup2(pfd[1], SENTINEL_FD) < 0)
+            _exit(3);
+        mp->n_keep = 3;
+        for (int i = 0; i < 3; i++) {
+            snprintf(mp->keep[i], sizeof mp->keep[i], "%s/keep%d", tmpdir, i);
+            mkdir(mp->keep[i], 0755);
+        }
+        snprintf(open_tree_fails_for, sizeof open_tree_fails_for, "%s", mp->keep[0]);
+        spray_stack(SENTINEL_FD);
+        int rc = iso_mounts_apply(mp, err, sizeof err);
+        char want[4200];
+        snprintf(want, sizeof want, "mounts: clone %s: %s", mp->keep[0], strerror(EXDEV));
+        if (rc != -1 || strcmp(err, want) != 0) {
+            fprintf(stderr, "rc %d, err \"%s\"\n", rc, err);
+            _exit(4);
+        }
+        _exit(fcntl(SENTINEL_FD, F_GETFD) < 0 ? 5 : 0);
+    }
+    close(pfd[0]);
+    close(pfd[1]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 77)
+        skip();
+    if (WEXITSTATUS(st) == 5)
+        fail_msg("a descriptor that hide_and_restore never opened was closed");
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static void test_bwrap_command_line_binds_the_workspace_writable(void **state)
 {
     struct policy *p = load("version: 1\n");
@@ -339,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_mounts_cover_existing_deny_files_and_hide_the_store),
         cmocka_unit_test(test_cover_is_complete_past_the_old_limits_and_has_no_duplicates),
         cmocka_unit_test(test_bwrap_command_line_binds_the_workspace_writable),
+        cmocka_unit_test(test_a_failed_clone_of_a_kept_path_closes_only_what_was_opened),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "failalloc.h"
 #include "policy.h"
 
 static const struct policy_options opt = { .workspace = "/", .home = "/root" };
@@ -119,6 +120,38 @@ static void test_load_refuses_a_file_over_one_mib_by_name(void **state)
     assert_null(p);
     assert_int_equal(d.count, 1);
     assert_non_null(strstr(d.msg[0], ":1:1: larger than 1024 KiB, the most a policy may be"));
+}
+
+/* Every allocation of a load in turn fails (the policy's and the
+ * compiled-in default's): the load returns NULL and frees what it made
+ * (make sanitize checks the leaks), until one runs through. */
+static void test_load_fails_cleanly_at_every_allocation(void **state)
+{
+    (void)state;
+    static const char y[] =
+        "version: 1\nname: oom\nfiles:\n  read:\n    deny: [\"**/.env\", \"~/.ssh/**\"]\n"
+        "commands:\n  deny:\n    - match: \"rm -rf /\"\n      reason: no\n"
+        "network:\n  connect:\n    allow: [\"api.example.com:443\", \"10.0.0.0/8:*\"]\n"
+        "env:\n  set: {A: b}\n";
+    long n;
+    for (n = 0; n < 100000; n++) {
+        struct policy_diag d;
+        failalloc_arm(n);
+        struct policy *p = policy_load_buffer("p.yaml", y, sizeof y - 1, &opt, &d);
+        bool hit = failalloc_hit;
+        failalloc_arm(-1);
+        if (!hit) {
+            assert_non_null(p);
+            policy_free(p);
+            break;
+        }
+        if (p != NULL)          /* a failure the loader could ride out */
+            policy_free(p);
+    }
+    /* the loader's own allocations (the arena's chunks, the lists); what
+     * libyaml and PCRE2 allocate inside themselves is not wrapped */
+    assert_true(n >= 3);
+    assert_true(n < 100000);
 }
 
 static void test_load_reports_a_wrong_type(void **state)
@@ -496,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_load_refuses_deep_nesting_at_its_place_in_well_under_a_second),
         cmocka_unit_test(test_load_accepts_nesting_up_to_the_bound),
         cmocka_unit_test(test_load_refuses_a_file_over_one_mib_by_name),
+        cmocka_unit_test(test_load_fails_cleanly_at_every_allocation),
         cmocka_unit_test(test_read_only_denies_every_write),
         cmocka_unit_test(test_protected_paths_are_denied_even_in_audit_mode),
         cmocka_unit_test(test_implicit_rule_when_no_allow_matches),
