@@ -355,7 +355,7 @@ static int hide_and_restore(const struct iso_mounts *mp, const char *const *hide
     /* Every descriptor is -1 before the first can fail: the cleanup closes
      * only what was opened (a stray close could take the pipe that carries
      * this very error back to sbx-guard). */
-    for (size_t i = 0; i < mp->n_keep; i++)
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
         ks[i].tree = -1;
     for (size_t i = 0; i < mp->n_keep; i++) {
         struct stat st;
