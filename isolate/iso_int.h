@@ -221,6 +221,16 @@ int iso_supervise_quiet(int fd, const struct iso_request *req);
 struct sbx_event_desc;
 int iso_decide_open(const struct iso_request *req, pid_t pid, long nr, const __u64 args[6],
                     bool *deny, struct sbx_event_desc *ev, char *buf, size_t bufsz);
+/* egress.c: makes the connection of notification ID (process PID,
+ * descriptor AGENT_FD) to SA itself, in sbx-guard's network namespace, and
+ * puts the connected socket in place of AGENT_FD.  0 when the answer is
+ * decided: *AGENT_ERR is 0 (connected; answer success) or the errno the
+ * agent's connect should fail with.  -1 when this cannot be done (not a
+ * stream or datagram socket, already connected, descriptor gone): then let
+ * the kernel answer in the agent's own namespace. */
+struct sockaddr;
+int iso_egress_connect(int notify_fd, uint64_t id, pid_t pid, int agent_fd,
+                       const struct sockaddr *sa, unsigned len, int *agent_err);
 /* Hands the supervised open the deny-read inodes of the plan (copied). */
 int iso_supervise_deny_inodes(const struct iso_inode *links, size_t n);
 /* What supervisor.c lends supervise_open.c: reading the caller's memory

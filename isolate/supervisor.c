@@ -300,6 +300,10 @@ struct verdict_out {
     char target[PATH_MAX + 16];
     char target2[1024];
     bool report;
+    bool egress;                /* an allowed loopback connect: made by
+                                 * sbx-guard (egress.c), to EGRESS_SS */
+    struct sockaddr_storage egress_ss;
+    socklen_t egress_len;
 };
 
 static void from_policy(struct verdict_out *o, const struct policy_verdict *v)
@@ -452,6 +456,19 @@ static bool policy_has_host_rule(const struct policy *p)
     return false;
 }
 
+/* An allowed connect() to a loopback address is made by sbx-guard in the
+ * host's namespace (egress.c): the agent's own namespace has only its own
+ * `lo`, and the service the policy names listens on the host's. */
+static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_storage *ss,
+                        socklen_t len)
+{
+    if (o->deny || send || !is_loopback_addr(ss))
+        return;
+    o->egress = true;
+    memcpy(&o->egress_ss, ss, sizeof *ss);
+    o->egress_len = len;
+}
+
 /* connect(fd, addr, len) and sendto(fd, buf, n, flags, addr, len): the
  * address is judged by network.connect (op connect or send). */
 static void decide_connect(const struct iso_request *req, const struct seccomp_notif *n,
@@ -557,6 +574,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
      * for want of an allow rule may be wrong if a host-name rule could
      * match this port.  Then carry on (the guard, which sees the name,
      * decides) and say so; explicit deny rules stay refused. */
+    mark_egress(o, send, &ss, len);
     if (o->deny && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
         && v.rule && v.rule->list != POLICY_CONNECT_DENY && port >= 0) {
         if (host_rule_may_match(req->policy, &ss, port)) {
@@ -636,6 +654,18 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
          * way; let it (nothing to judge, nothing allowed by us). */
         respond(fd, n->id, 0, true);
         return 0;
+    }
+    if (!o.deny && o.egress) {
+        int e;
+        if (iso_egress_connect(fd, n->id, (pid_t)n->pid, (int)n->data.args[0],
+                               (struct sockaddr *)&o.egress_ss, o.egress_len, &e) == 0) {
+            if (respond(fd, n->id, e, false) < 0 && errno != ENOENT)
+                return -1;
+            o.ev.err = e;
+            if (o.report && cb)
+                cb(ctx, &o.ev);
+            return 0;
+        }
     }
     if (o.deny)
         o.ev.err = EACCES;

@@ -251,6 +251,16 @@ static bool host_match(const struct net_match *m, const char *host)
     return hn == rn && strncasecmp(host, m->host, rn) == 0;
 }
 
+/* 127.0.0.0/8 or ::1 (an IPv4-mapped address arrives here as AF_INET). */
+static bool subject_is_loopback(const struct net_subject *s)
+{
+    static const unsigned char lo6[16] = { [15] = 1 };
+
+    if (s->family == AF_INET)
+        return s->addr[0] == 127;
+    return s->family == AF_INET6 && memcmp(s->addr, lo6, sizeof lo6) == 0;
+}
+
 static bool rule_match(const struct policy_rule *r, const struct net_match *m,
                        const struct net_subject *s)
 {
@@ -268,6 +278,12 @@ static bool rule_match(const struct policy_rule *r, const struct net_match *m,
         return s->have_addr && s->family == m->family &&
                prefix_equal(s->addr, m->addr, m->prefix);
     case POLICY_NET_HOST:
+        /* "localhost" is loopback, whatever the process resolved before
+         * (or whether it resolved at all): with an address, the address
+         * decides, so the guard (which may know the name), the supervisor
+         * (which never does) and explain give one answer. */
+        if (!m->host_wild && strcmp(m->host, "localhost") == 0 && s->have_addr)
+            return subject_is_loopback(s);
         return s->host != NULL && host_match(m, s->host);
     default:
         return false;

@@ -115,7 +115,13 @@ static int do_exec(char **argv, bool empty_env)
 static int do_connect(const char *ip, const char *port)
 {
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
-    long s = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = a.sin_port };
+    long s;
+    if (inet_pton(AF_INET6, ip, &a6.sin6_addr) == 1) {     /* IPv6 too: "::1" */
+        s = syscall(SYS_socket, AF_INET6, SOCK_STREAM, 0);
+        return result(s < 0 ? -1 : syscall(SYS_connect, s, &a6, sizeof a6));
+    }
+    s = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
     if (s < 0 || inet_pton(AF_INET, ip, &a.sin_addr) != 1)
         return result(-1);
     return result(syscall(SYS_connect, s, &a, sizeof a));
