@@ -226,7 +226,7 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     struct iso_bpf bpf = { 0 };
     struct iso_rlimit rl[ISO_RLIMIT_MAX];
     size_t nrl = iso_rlimits(req->policy, rl);
-    bool net = iso_net_loopback_only(req->policy);
+    bool net = iso_net_unix_only(req->policy);
     char **argv = NULL, **envp = NULL;
     int sfd = -1, pfd[2] = { -1, -1 }, rc = -1;
     int report[2];

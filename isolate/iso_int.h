@@ -188,6 +188,10 @@ void iso_mounts_print(const struct iso_mounts *mp, FILE *out);
 /* True when no network.connect.allow or bind rule needs anything but
  * loopback, so a fresh net namespace with only `lo` loses nothing. */
 bool iso_net_loopback_only(const struct policy *p);
+/* True when no network.connect.allow or bind rule names anything but unix:
+ * sockets: bwrap (which has no supervisor to reach the host's loopback for
+ * the agent) then gives the agent a net namespace; otherwise the host's. */
+bool iso_net_unix_only(const struct policy *p);
 int iso_net_lo_up(char *err, size_t errsz);
 int iso_write_id_maps(uid_t uid, gid_t gid, char *err, size_t errsz);
 

@@ -86,6 +86,12 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
  * child->status_fd. */
 int iso_child_status(struct iso_child *child, int status);
 
+/* What each layer does with a connect to TARGET (host:port, [v6]:port,
+ * ip:port, a CIDR rule's text or unix:/path) under MODE with policy P: a
+ * static sentence for sbx-policy explain and --print-isolation
+ * (docs/network.md). */
+const char *iso_net_layers(const struct policy *p, const char *target, enum iso_mode mode);
+
 /* Prints, for --print-isolation, exactly what iso_spawn would set up for
  * REQ's mode, and the equivalent podman/docker run flags. */
 int iso_print(const struct iso_request *req, FILE *out);

@@ -202,6 +202,28 @@ static bool exec_overlaps(const struct policy *p, const char *dir)
     return false;
 }
 
+/* The sockets of literal unix:/path allow rules that exist at start stay
+ * reachable (a host service under the private /tmp, say): binding the
+ * socket file keeps the inode that connect finds.  Globbed rules and
+ * sockets made after start are not kept (docs/network.md). */
+static void keep_unix_sockets(const struct policy *p, struct iso_mounts *mp)
+{
+    const struct policy_rule *r;
+    size_t n = policy_rules(p, POLICY_CONNECT_ALLOW, &r);
+
+    for (size_t i = 0; i < n; i++) {
+        const char *path;
+        struct stat st;
+        if (r[i].net_kind != POLICY_NET_UNIX || strncmp(r[i].text, "unix:/", 6) != 0)
+            continue;
+        path = r[i].text + 5;
+        if (strpbrk(path, "*?[{") != NULL || stat(path, &st) < 0 || !S_ISSOCK(st.st_mode)
+            || hidden(mp, path))
+            continue;
+        add_keep(mp, path);
+    }
+}
+
 int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
                     char *err, size_t errsz)
 {
@@ -253,6 +275,7 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
         snprintf(buf, sizeof buf, "%s/%s", req->runtime_dir, SBX_EVENTS_SOCK);
         add_keep(mp, buf);
     }
+    keep_unix_sockets(p, mp);
 
     /* Audit mode denies nothing: no read-only mounts, nothing covered.
      * What protects sbx itself (above) stays. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -129,6 +130,85 @@ bool iso_net_loopback_only(const struct policy *p)
         if (!is_loopback(&r[i]))
             return false;
     return true;
+}
+
+bool iso_net_unix_only(const struct policy *p)
+{
+    static const enum policy_list lists[] = { POLICY_CONNECT_ALLOW, POLICY_BIND_ALLOW };
+    const struct policy_rule *r;
+
+    if (policy_info(p)->audit_mode)
+        return false;
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        size_t n = policy_rules(p, lists[l], &r);
+        for (size_t i = 0; i < n; i++)
+            if (r[i].net_kind != POLICY_NET_UNIX)
+                return false;
+    }
+    return true;
+}
+
+/* TEXT (a target or a rule: host:port, [v6]:port, a CIDR) names only
+ * loopback: localhost, 127.0.0.0/8 or ::1. */
+static bool text_loopback(const char *text)
+{
+    char host[256];
+    struct in_addr a4;
+    struct in6_addr a6;
+    char *slash;
+
+    host_part(text, host, sizeof host);
+    if ((slash = strchr(host, '/')) != NULL)
+        *slash = '\0';
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+const char *iso_net_layers(const struct policy *p, const char *target, enum iso_mode mode)
+{
+    bool unix_sock = strncmp(target, "unix:", 5) == 0;
+    bool lo = !unix_sock && text_loopback(target);
+
+    switch (mode) {
+    case ISO_NONE:
+        return "guard only (exact for dynamic programs; a static program or a raw system "
+               "call reaches any address)";
+    case ISO_BWRAP:
+        if (unix_sock)
+            return "guard (exact); the mounts keep an allowed socket that exists at start "
+                   "reachable; nothing below the guard checks the path";
+        if (iso_net_unix_only(p))
+            return "guard (exact); kernel: a net namespace with only its own lo (nothing "
+                   "outside is reachable: exact)";
+        return "guard only: bwrap shares the host's network when a rule names an address "
+               "(no supervisor); a static program or a raw system call reaches any address";
+    case ISO_AUTO:
+    case ISO_NATIVE:
+    default:
+        if (unix_sock)
+            return "guard (exact); supervisor (exact: the socket path of every connect, "
+                   "static programs too); the mounts keep an allowed socket that exists at "
+                   "start reachable";
+        if (iso_net_loopback_only(p) && lo)
+            return "guard (exact); supervisor (exact, static programs too): an allowed "
+                   "connect is made by sbx-guard in the host's namespace to the address it "
+                   "read once and handed to the agent, anything else is refused and "
+                   "recorded; kernel: the agent's own net namespace (only its lo)";
+        if (iso_net_loopback_only(p))
+            return "guard (exact); supervisor refuses and records it; kernel: the agent's "
+                   "own net namespace has no route out (exact)";
+        if (lo)
+            return "guard (exact); supervisor (exact on the address: an allowed one is "
+                   "connected by sbx-guard, no time-of-check gap); the host's net namespace";
+        return "guard (exact, sees host names); supervisor: exact refusals for IP/CIDR "
+               "rules, but lets a connect through when a host-name rule could match its "
+               "port (a static program then reaches any address on that port) and a "
+               "racing thread can change the address after the check; landlock: TCP ports "
+               "of the rules only (a superset); the host's net namespace";
+    }
 }
 
 int iso_net_lo_up(char *err, size_t errsz)

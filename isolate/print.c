@@ -79,6 +79,23 @@ static void print_container(const struct iso_request *req, const struct iso_moun
                  " the engines' default profiles refuse most of it)\n");
 }
 
+/* What each layer does with each network rule (docs/network.md). */
+static void print_net_rules(const struct policy *p, enum iso_mode mode, FILE *out)
+{
+    static const enum policy_list lists[] = { POLICY_CONNECT_ALLOW, POLICY_CONNECT_DENY };
+    const struct policy_rule *r;
+
+    fprintf(out, "network rules, layer by layer:\n");
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        size_t n = policy_rules(p, lists[l], &r);
+        for (size_t i = 0; i < n; i++) {
+            fprintf(out, "  connect.%s %s:\n", lists[l] == POLICY_CONNECT_DENY ? "deny" : "allow",
+                    r[i].text);
+            fprintf(out, "    %s\n", iso_net_layers(p, r[i].text, mode));
+        }
+    }
+}
+
 int iso_print(const struct iso_request *req, FILE *out)
 {
     const struct policy_info *pi = policy_info(req->policy);
@@ -86,6 +103,7 @@ int iso_print(const struct iso_request *req, FILE *out)
     struct iso_landlock *ll = calloc(1, sizeof *ll);
     char err[ISO_ERR_LEN];
     bool netns = iso_net_loopback_only(req->policy);
+    bool netns_nosup = iso_net_unix_only(req->policy);   /* bwrap, containers */
     int rc = -1;
 
     if (mp == NULL || ll == NULL)
@@ -107,7 +125,7 @@ int iso_print(const struct iso_request *req, FILE *out)
         print_rlimits(req, out);
         break;
     case ISO_BWRAP: {
-        char **argv = iso_bwrap_argv(req, mp, netns, 3, err, sizeof err);
+        char **argv = iso_bwrap_argv(req, mp, netns_nosup, 3, err, sizeof err);
         if (argv == NULL) {
             fprintf(out, "error: %s\n", err);
             goto out;
@@ -116,6 +134,12 @@ int iso_print(const struct iso_request *req, FILE *out)
         for (size_t i = 0; argv[i]; i++)
             fprintf(out, " %s", argv[i]);
         fprintf(out, "\nnot available with bwrap: Landlock, the supervisor\n");
+        fprintf(out, "net: %s\n", netns_nosup
+                ? "new, only lo (the policy allows unix: sockets at most; those it allows\n"
+                  "  stay reachable through the mounts)"
+                : "the host's: network rules are held by the guard alone (a static program\n"
+                  "  or a raw system call reaches any address)");
+        print_net_rules(req->policy, req->mode, out);
         iso_argv_free(argv);
         iso_seccomp_print(false, out);
         print_rlimits(req, out);
@@ -128,7 +152,9 @@ int iso_print(const struct iso_request *req, FILE *out)
                      "  SIGKILL of it ends every process of the agent), mount, ipc, uts, cgroup,\n",
                 (unsigned)geteuid(), (unsigned)geteuid(), (unsigned)getegid(), (unsigned)getegid());
         fprintf(out, "  net: %s\n", netns
-                ? "new, only lo up (the policy connects and binds to loopback at most)"
+                ? "new, only lo up (the policy connects and binds to loopback at most);\n"
+                  "  an allowed connect to a loopback address is made by sbx-guard in the\n"
+                  "  host's namespace and handed to the agent, so the host's service answers"
                 : "the host's (network.connect/bind allow more than loopback)");
         if (req->mode == ISO_AUTO && !pi->isolation_required)
             fprintf(out, "  (auto: without user namespaces, runs without the namespaces and "
@@ -142,10 +168,11 @@ int iso_print(const struct iso_request *req, FILE *out)
                      "  connect is judged by files.exec, commands and network.connect, recorded\n"
                      "  (layer supervisor), and refused with EACCES when plainly denied; exec of\n"
                      "  a memfd is always refused; ld.so PROG is judged as PROG\n");
+        print_net_rules(req->policy, req->mode, out);
         print_rlimits(req, out);
         break;
     }
-    print_container(req, mp, netns, out);
+    print_container(req, mp, netns_nosup, out);
     rc = 0;
 out:
     if (mp)

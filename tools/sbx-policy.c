@@ -23,6 +23,7 @@
 
 #include <bsd/string.h>
 
+#include "isolate.h"
 #include "ops.h"
 #include "policy.h"
 #include "version.h"
@@ -198,14 +199,11 @@ static void print_layers(const struct policy *p, enum sbx_op op, const char *tar
         if (cls == SBX_CLASS_BIND)
             printf("  layers: guard (exact)%s\n", strncmp(target, "unix:", 5) == 0 ? "" :
                    "; landlock: TCP ports of the bind rules only (ABI 4+, a superset)");
-        else if (strncmp(target, "unix:", 5) == 0)
-            printf("  layers: guard (exact); supervisor (exact: the socket path of every connect)\n");
-        else if (cls == SBX_CLASS_CONNECT && policy_rules(p, POLICY_CONNECT_ALLOW, &r) == 0)
-            printf("  layers: guard (exact); kernel: a network namespace with loopback only "
-                   "(connect.allow is empty: exact)\n");
-        else
-            printf("  layers: guard (exact, sees host names); supervisor (exact on addresses); "
-                   "landlock: TCP ports of the rules only (ABI 4+, a superset)\n");
+        else {
+            printf("  layers: native: %s\n", iso_net_layers(p, target, ISO_NATIVE));
+            printf("          bwrap:  %s\n", iso_net_layers(p, target, ISO_BWRAP));
+            printf("          none:   %s\n", iso_net_layers(p, target, ISO_NONE));
+        }
         break;
     default:
         break;

@@ -89,4 +89,148 @@ except OSError as e:
     expect_row op=connect decision=deny layer=guard "target=socket(AF_VSOCK)"
 }
 
+# listen NAME FAMILY ADDR: a tiny HTTP/1.0 server of the test on ADDR (4 or 6:
+# a free port on that loopback address; unix: the socket path), in the
+# host's namespace; sets PORT_NAME.  Killed when the test ends.
+listen() {
+    python3 -c '
+import socket, sys, os
+fam, addr, out = sys.argv[1:4]
+if fam == "unix":
+    s = socket.socket(socket.AF_UNIX); s.bind(addr)
+else:
+    s = socket.socket(socket.AF_INET6 if fam == "6" else socket.AF_INET); s.bind((addr, 0))
+s.listen(16)
+with open(out + ".tmp", "w") as f:
+    f.write("0" if fam == "unix" else str(s.getsockname()[1]))
+os.rename(out + ".tmp", out)
+while True:
+    try:
+        c, _ = s.accept(); c.settimeout(1)
+        try: c.recv(65536)
+        except OSError: pass
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nhi\n"); c.close()
+    except OSError:
+        pass
+' "$2" "$3" "$T/port.$1" >/dev/null 2>&1 &
+    echo $! >>"$T/listeners"
+    i=0
+    while [ ! -f "$T/port.$1" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    [ -f "$T/port.$1" ] || fail "listener $1 did not start"
+    eval "PORT_$1=$(cat "$T/port.$1")"
+    trap 'kill $(cat "$T/listeners") 2>/dev/null; stop_daemon' EXIT
+}
+
+# loop_policy ALLOW...: connect.allow is exactly ALLOW.
+loop_policy() {
+    {
+        printf 'version: 1\nname: loopback\nnetwork:\n  connect:\n    allow: ['
+        sep=
+        for a in "$@"; do printf '%s"%s"' "$sep" "$a"; sep=", "; done
+        printf ']\n    deny: []\n  bind:\n    allow: []\n'
+    } >"$T/loop.yaml"
+}
+
+test_a_loopback_only_policy_reaches_the_hosts_allowed_service_under_native() {
+    listen a 4 127.0.0.1
+    loop_policy "127.0.0.1:$PORT_a"
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" connect 127.0.0.1 "$PORT_a")
+    assert_eq "$out" "ok" "static program"
+    out=$(native --policy "$T/loop.yaml" -- curl -s http://127.0.0.1:"$PORT_a"/)
+    assert_eq "$out" "hi" "curl"
+    out=$(native --policy "$T/loop.yaml" -- python3 -c \
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT_a/').read().decode().strip())")
+    assert_eq "$out" "hi" "python"
+    out=$(native --policy "$T/loop.yaml" -- bash -c \
+        "exec 3<>/dev/tcp/127.0.0.1/$PORT_a; printf 'GET / HTTP/1.0\r\n\r\n' >&3; tail -n 1 <&3")
+    assert_eq "$out" "hi" "bash /dev/tcp"
+    expect_row op=connect decision=allow layer=supervisor target=127.0.0.1:$PORT_a
+    expect_row op=start "reason~netns"
+}
+
+test_another_loopback_port_with_a_host_listener_is_refused_and_recorded_by_the_supervisor() {
+    listen a 4 127.0.0.1
+    listen b 4 127.0.0.1
+    loop_policy "127.0.0.1:$PORT_a"
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" connect 127.0.0.1 "$PORT_b") || true
+    assert_eq "$out" "fail EACCES" "static program"
+    expect_row op=connect decision=deny layer=supervisor target=127.0.0.1:$PORT_b
+    rc=0; native --policy "$T/loop.yaml" -- curl -s http://127.0.0.1:"$PORT_b"/ || rc=$?
+    [ "$rc" -ne 0 ] || fail "curl reached a loopback port the policy does not allow"
+}
+
+test_ipv6_loopback_reaches_the_hosts_allowed_service_under_native() {
+    python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null \
+        || skip "no IPv6 loopback on this machine"
+    listen a 6 ::1
+    loop_policy "[::1]:$PORT_a"
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" connect ::1 "$PORT_a")
+    assert_eq "$out" "ok" "static program"
+    out=$(native --policy "$T/loop.yaml" -- curl -s "http://[::1]:$PORT_a/")
+    assert_eq "$out" "hi" "curl"
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" connect 127.0.0.1 "$PORT_a") || true
+    assert_eq "$out" "fail EACCES" "127.0.0.1 is not ::1"
+}
+
+test_localhost_rule_allows_127_0_0_1_whatever_was_resolved_before() {
+    listen a 4 127.0.0.1
+    loop_policy "localhost:$PORT_a"
+    # A static program never resolves anything: the supervisor decides.
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" connect 127.0.0.1 "$PORT_a")
+    assert_eq "$out" "ok" "static program under native"
+    # The guard alone, with no resolution of localhost before the connect.
+    out=$(guard --isolation none --policy "$T/loop.yaml" -- python3 -c "
+import socket; s = socket.create_connection(('127.0.0.1', $PORT_a)); print('ok')")
+    assert_eq "$out" "ok" "guard without a prior lookup"
+    out=$(sbx-policy explain "$T/loop.yaml" connect "127.0.0.1:$PORT_a")
+    assert_contains "$out" "allow connect 127.0.0.1:$PORT_a"
+    out=$(sbx-policy explain "$T/loop.yaml" connect "[::1]:$PORT_a")
+    assert_contains "$out" "allow connect"
+    rc=0; out=$(sbx-policy explain "$T/loop.yaml" connect "10.0.0.1:$PORT_a") || rc=$?
+    assert_eq "$rc" 1 "localhost is not another address"
+}
+
+test_an_allowed_unix_socket_under_tmp_is_reachable_and_another_is_refused() {
+    d=$(mktemp -d /tmp/sbxu.XXXXXX)
+    echo "$d" >"$T/sockdir"
+    listen a unix "$d/ok.sock"
+    listen b unix "$d/no.sock"
+    loop_policy "unix:$d/ok.sock"
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" unix "$d/ok.sock")
+    assert_eq "$out" "ok" "allowed socket, static program"
+    out=$(native --policy "$T/loop.yaml" -- "$ESC" unix "$d/no.sock") || true
+    assert_contains "$out" "fail" "socket outside the allow list"
+    out=$(native --policy "$T/loop.yaml" -- python3 -c "
+import socket; s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect('$d/no.sock'); print('reached')
+except OSError as e: print('refused', e.errno)") || true
+    assert_eq "$out" "refused 13" "python to a socket outside the allow list"
+    expect_row op=connect decision=deny target=unix:$d/no.sock
+    rm -rf "$d"
+}
+
+test_a_loopback_only_policy_reaches_the_hosts_allowed_service_under_bwrap() {
+    command -v bwrap >/dev/null 2>&1 || skip "bubblewrap (bwrap) is not installed"
+    listen a 4 127.0.0.1
+    listen b 4 127.0.0.1
+    loop_policy "localhost:$PORT_a"
+    out=$(guard --isolation bwrap --policy "$T/loop.yaml" -- curl -s http://localhost:"$PORT_a"/)
+    assert_eq "$out" "hi" "curl"
+    rc=0; guard --isolation bwrap --policy "$T/loop.yaml" -- curl -s http://127.0.0.1:"$PORT_b"/ || rc=$?
+    [ "$rc" -ne 0 ] || fail "curl reached a loopback port the policy does not allow"
+    expect_row op=connect decision=deny layer=guard target=127.0.0.1:$PORT_b
+}
+
+test_an_allowed_unix_socket_is_reachable_under_bwrap() {
+    command -v bwrap >/dev/null 2>&1 || skip "bubblewrap (bwrap) is not installed"
+    d=$(mktemp -d /tmp/sbxu.XXXXXX)
+    listen a unix "$d/ok.sock"
+    loop_policy "unix:$d/ok.sock"
+    out=$(guard --isolation bwrap --policy "$T/loop.yaml" -- python3 -c "
+import socket; s = socket.socket(socket.AF_UNIX); s.connect('$d/ok.sock'); s.sendall(b'x'); print(s.recv(64).decode().split()[-1])")
+    assert_eq "$out" "hi"
+    rm -rf "$d"
+}
+
 run_tests
