@@ -419,8 +419,11 @@ static bool is_loopback_addr(const struct sockaddr_storage *ss)
 {
     if (ss->ss_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss->ss_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        /* ::ffff:127.x.y.z, what a dual-stack socket connects to */
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
     return false;
 }
 

@@ -33,6 +33,7 @@ static const char *yaml =
     "      - 'unix:@dbus-*'\n"
     "      - '*:8443'\n"
     "      - 10.7.0.1:9000-9100\n"
+    "      - localhost:8765\n"
     "    deny:\n"
     "      - 192.168.66.0/24\n"
     "      - evil.github.com\n"
@@ -141,6 +142,24 @@ static void test_net_names_match_case_insensitively_only_with_a_host(void **stat
     assert_int_equal(v4(SBX_OP_CONNECT, "93.184.216.34", 443, "API.Example.COM."), SBX_ALLOW);
     assert_int_equal(v4(SBX_OP_CONNECT, "93.184.216.34", 443, NULL), SBX_DENY);
     assert_int_equal(v4(SBX_OP_CONNECT, "93.184.216.34", 80, "api.example.com"), SBX_DENY);
+}
+
+static void test_net_localhost_means_loopback_whatever_was_resolved(void **state)
+{
+    (void)state;
+    /* No name known (a static program, or nothing resolved yet). */
+    assert_int_equal(v4(SBX_OP_CONNECT, "127.0.0.1", 8765, NULL), SBX_ALLOW);
+    assert_int_equal(v4(SBX_OP_CONNECT, "127.9.9.9", 8765, NULL), SBX_ALLOW);
+    assert_int_equal(v6("::1", 8765, NULL), SBX_ALLOW);
+    assert_int_equal(v6("::ffff:127.0.0.1", 8765, NULL), SBX_ALLOW);
+    /* The same after the process resolved localhost. */
+    assert_int_equal(v4(SBX_OP_CONNECT, "127.0.0.1", 8765, "localhost"), SBX_ALLOW);
+    /* Only loopback, only that port: a hosts file cannot widen it. */
+    assert_int_equal(v4(SBX_OP_CONNECT, "10.0.0.5", 8765, "localhost"), SBX_DENY);
+    assert_int_equal(v4(SBX_OP_CONNECT, "10.0.0.5", 8765, NULL), SBX_DENY);
+    assert_int_equal(v4(SBX_OP_CONNECT, "127.0.0.1", 8766, NULL), SBX_DENY);
+    assert_int_equal(text(SBX_OP_CONNECT, "localhost:8765"), SBX_ALLOW);
+    assert_int_equal(text(SBX_OP_CONNECT, "127.0.0.1:8765"), SBX_ALLOW);
 }
 
 static void test_net_wildcard_names_match_subdomains_only(void **state)
@@ -256,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_net_ipv6_addresses_and_cidrs),
         cmocka_unit_test(test_net_ipv4_mapped_ipv6_is_judged_as_ipv4),
         cmocka_unit_test(test_net_names_match_case_insensitively_only_with_a_host),
+        cmocka_unit_test(test_net_localhost_means_loopback_whatever_was_resolved),
         cmocka_unit_test(test_net_wildcard_names_match_subdomains_only),
         cmocka_unit_test(test_net_any_host_rule_matches_every_address),
         cmocka_unit_test(test_net_unix_sockets_match_unix_globs),
