@@ -248,8 +248,11 @@ Y
     assert_eq "$(guarded "$CALL" resolve_connect localhost "$port")" "ok 0"
     r=$(row_with connect allow "\"target\":\"127.0.0.1:$port\"")
     assert_contains "$r" '"target2":"localhost"'
-    # By bare address, no rule names it.
-    assert_eq "$(guarded "$CALL" connect 127.0.0.1 "$port")" "err EACCES"
+    # By bare address, without resolving first: "localhost" is loopback
+    # whatever the process resolved before (issue 15), so the same answer.
+    assert_eq "$(guarded "$CALL" connect 127.0.0.1 "$port")" "ok 0"
+    # Another port of the loopback is no rule's.
+    assert_eq "$(guarded "$CALL" connect 127.0.0.1 $((port + 1)))" "err EACCES"
     policy <<Y
 network:
   connect:
