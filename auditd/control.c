@@ -4,6 +4,7 @@
  * malformed one gets ERR and the connection keeps being served.
  */
 #include <errno.h>
+#include <signal.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bsd/stdlib.h>
@@ -19,7 +21,9 @@
 
 #include "daemon.h"
 
-#define KILL_TIMEOUT_MS 5000
+/* A hard kill the guard has not confirmed by then is carried out by the
+ * daemon itself (a guard stopped by its agent never answers). */
+#define GUARD_ANSWER_MS 2000
 
 static char inbuf[SBX_CTL_MAX + 1];
 static struct sbx_msgbuf outbuf;
@@ -467,7 +471,7 @@ static void do_kill(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     struct killreq *kr = registry_kill_new(d, c);
     if (!kr)
         return reply_err(c, "out of memory");
-    kr->deadline_ms = daemon_now_ms() + KILL_TIMEOUT_MS;
+    kr->deadline_ms = daemon_now_ms() + GUARD_ANSWER_MS;
     for (int i = 0; i < nt; i++) {
         struct agent *a = targets[i];
         strlcpy(a->cmd_by, by, sizeof a->cmd_by);
@@ -503,17 +507,54 @@ static void do_done(struct conn *c, const struct sbx_msg *m)
     kill_target_done(a, ok, ok ? detail : (detail && *detail ? detail : "the guard failed"));
 }
 
+/* The dead man's switch: the guard of A is gone or does not answer, so the
+ * daemon kills every process it knows for A (their registered rings),
+ * records that it did and whom, and continues the guard (a guard stopped by
+ * its agent then sees its agent's end and reports it).  Returns how many
+ * processes were signalled; NOTE gets what happened, for a kill's answer. */
+static int dead_mans_switch(struct daemon *d, struct agent *a, const char *why,
+                            pid_t guard_pid, uid_t uid, int guard_pidfd,
+                            char *note, size_t note_size)
+{
+    char pids[512], reason[1024];
+    int n = rings_kill_agent(d, a, pids, sizeof pids);
+    if (guard_pidfd >= 0)
+        (void)syscall(SYS_pidfd_send_signal, guard_pidfd, SIGCONT, NULL, 0);
+    if (n > 0)
+        snprintf(reason, sizeof reason, "%s: sbx-auditd killed its %d registered process%s "
+                 "(pid %s)", why, n, n == 1 ? "" : "es", pids);
+    else
+        snprintf(reason, sizeof reason, "%s: sbx-auditd knows no live process of it (a "
+                 "process that never registered an event ring cannot be known)", why);
+    daemon_log("agent %s: %s", a->name, reason);
+    snprintf(note, note_size, "%s", reason);
+    if (n > 0) {
+        rings_catch_up(d);
+        rings_drain(d, 0, false);
+        if (hold_row(d, true, SBX_OP_KILL, SBX_DENY, a, guard_pid, uid, a->name, NULL,
+                     "sbx-auditd: dead man's switch", reason) < 0 ||
+            batch_hold_agent_killed(d, a, "sbx-auditd", reason) < 0)
+            daemon_log("agent %s: OUT OF MEMORY: its kill is not recorded", a->name);
+        if (batch_commit(d, true) < 0)
+            daemon_log("agent %s: its kill is held until the audit store takes it: %s",
+                       a->name, audit_store_errmsg(d->store));
+    }
+    return n;
+}
+
 void ctl_tick(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
     for (struct agent *a = d->agents, *next; a; a = next) {
         next = a->next;
-        if (!a->kill)
+        if (!a->kill || now < a->cmd_sent_ms + GUARD_ANSWER_MS)
             continue;
-        if (now >= a->kill->deadline_ms) {
-            kill_target_done(a, false, "kill recorded and sent, but its guard did not "
-                             "confirm within 5 s");
-        }
+        char note[1024];
+        struct conn *g = a->guard;
+        int n = dead_mans_switch(d, a, "its guard did not answer the kill within 2 s",
+                                 g ? g->pid : a->guard_pid, g ? g->uid : a->uid,
+                                 g ? g->pidfd : -1, note, sizeof note);
+        kill_target_done(a, n > 0, note);
     }
 }
 
@@ -538,10 +579,18 @@ static void conn_close(struct daemon *d, struct conn *c)
 {
     struct agent *a = c->agent;
     if (a && a->guard == c) {
-        if (!a->ended)
+        int n = 0;
+        char note[1024] = "";
+        if (!a->ended) {
+            /* A guard that ends without reporting its agent's end died (its
+             * agent may have killed it): what remains of the agent runs
+             * unguarded, so the daemon ends it. */
+            n = dead_mans_switch(d, a, "its guard died (control connection lost)", c->pid,
+                                 c->uid, -1, note, sizeof note);
             end_agent(d, a, -1, "guard connection lost", c->pid, c->uid);
+        }
         if (a->kill)
-            kill_target_done(a, true, "its guard exited");
+            kill_target_done(a, true, n > 0 ? note : "its guard exited");
     }
     registry_conn_drop(d, c);
 }

@@ -62,6 +62,7 @@ struct ring {
     struct agent *agent;
     bool dead;                  /* its process exited: final drain, then free */
     bool broken;                /* header corrupt: not read any more */
+    bool killed_now;            /* rings_kill_agent: signalled in this call */
 };
 
 /* A kill request from sbx-kill, waiting for guards to confirm. */
@@ -100,6 +101,7 @@ struct conn {
     uid_t uid;
     pid_t pid;
     struct agent *agent;        /* the agent this guard registered */
+    int pidfd;                  /* the peer, taken at accept; -1 if none */
     struct killreq *kill;       /* a kill this client waits for */
     bool closing;               /* hung up: fd closed, freed by registry_reap */
     bool noreply;               /* the request being handled wants no answer */
@@ -273,6 +275,13 @@ void rings_reap(struct daemon *d);
 bool rings_prepare_sleep(struct daemon *d);
 void rings_wake(struct daemon *d);
 void rings_set_killed(struct daemon *d, struct agent *a);
+/* The dead man's switch: SIGKILLs every live process that registered a
+ * ring for A, through the pidfds taken at registration (so a recycled pid
+ * is never signalled).  Processes that never registered a ring (a static
+ * program, one that has not emitted yet) are unknown and not touched.
+ * Writes the pids signalled, space-separated, into PIDS (cut at SIZE);
+ * returns how many were signalled. */
+int rings_kill_agent(struct daemon *d, struct agent *a, char *pids, size_t size);
 /* Marks every ring gone (shutdown). */
 void rings_mark_gone(struct daemon *d);
 

@@ -9,11 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bsd/string.h>
 
 #include "daemon.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77     /* Linux 6.5 */
+#endif
 
 struct agent *registry_agent_new(struct daemon *d, const char *name)
 {
@@ -51,7 +57,16 @@ struct conn *registry_conn_new(struct daemon *d, int fd, uid_t uid, pid_t pid)
     c->uid = uid;
     c->pid = pid;
     c->ep = (struct ep){ EP_CONN, c };
+    /* The peer by pidfd, for the dead man's switch (a guard stopped by its
+     * agent is continued once the daemon has killed the agent): the
+     * connection's own pidfd where the kernel has it (6.5), else
+     * pidfd_open now, while the peer that just connected holds its pid. */
+    socklen_t pl = sizeof c->pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &c->pidfd, &pl) < 0 || c->pidfd < 0)
+        c->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (daemon_epoll_add(d, fd, &c->ep, EPOLLIN | EPOLLRDHUP) < 0) {
+        if (c->pidfd >= 0)
+            close(c->pidfd);
         free(c);
         return NULL;
     }
@@ -74,6 +89,9 @@ void registry_conn_drop(struct daemon *d, struct conn *c)
     /* Closing drops it from epoll: no event reaches it any more. */
     close(c->fd);
     c->fd = -1;
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    c->pidfd = -1;
 }
 
 struct killreq *registry_kill_new(struct daemon *d, struct conn *from)

@@ -8,6 +8,8 @@
  * against shrinking (so a mapping can never SIGBUS the daemon).
  */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -462,6 +464,46 @@ void rings_set_killed(struct daemon *d, struct agent *a)
     for (struct ring *r = d->rings; r; r = r->next)
         if (r->hdr && r->agent == a)
             atomic_store(&r->hdr->killed, 1u);
+}
+
+int rings_kill_agent(struct daemon *d, struct agent *a, char *pids, size_t size)
+{
+    int n = 0;
+    if (size)
+        pids[0] = '\0';
+    for (struct ring *r = d->rings; r; r = r->next) {
+        if (r->agent != a || !r->hdr || r->dead || r->pidfd < 0)
+            continue;
+        /* A readable pidfd is a process that has exited (its end not yet
+         * handled): nothing to kill. */
+        struct pollfd pf = { .fd = r->pidfd, .events = POLLIN };
+        if (poll(&pf, 1, 0) != 0)
+            continue;
+        /* One process may hold several rings (one per exec): signal it once. */
+        bool seen = false;
+        for (struct ring *q = d->rings; q != r && !seen; q = q->next)
+            seen = q->agent == a && q->hdr && q->pid == r->pid && q->pidfd >= 0 &&
+                   !q->dead && q->killed_now;
+        r->killed_now = false;
+        if (seen)
+            continue;
+        /* Through the pidfd taken at registration: it names the process
+         * that registered, never one that got its pid later. */
+        if (syscall(SYS_pidfd_send_signal, r->pidfd, SIGKILL, NULL, 0) < 0) {
+            if (errno != ESRCH)
+                daemon_log("agent %s: cannot kill pid %d: %s", a->name, (int)r->pid,
+                           strerror(errno));
+            continue;
+        }
+        r->killed_now = true;
+        n++;
+        size_t len = strlen(pids);
+        if (len + 16 < size)
+            snprintf(pids + len, size - len, "%s%d", len ? " " : "", (int)r->pid);
+    }
+    for (struct ring *r = d->rings; r; r = r->next)
+        r->killed_now = false;
+    return n;
 }
 
 void rings_mark_gone(struct daemon *d)

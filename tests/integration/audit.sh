@@ -198,6 +198,73 @@ test_a_killed_agent_s_guard_gets_the_kill_command_and_the_kill_is_recorded() {
     assert_contains "$(sbx-audit agents)" "deleting tests"
 }
 
+# Waits (up to 10 s) until file $1 exists.
+wait_file() {
+    i=0; until [ -s "$1" ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i+1)); done
+    [ -s "$1" ] || fail "$1 never appeared"
+}
+
+# Waits (up to 10 s) until process $1 is gone (or a zombie).
+wait_gone() {
+    i=0
+    while [ $i -le 200 ]; do
+        st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || st=
+        { [ -z "$st" ] || [ "$st" = Z ]; } && return 0
+        sleep 0.05; i=$((i+1))
+    done
+    fail "process $1 still runs"
+}
+
+test_sbx_kill_ends_an_agent_that_stopped_its_own_guard_and_records_it() {
+    # Under none the agent can stop its guard; the guard then never
+    # answers the kill, and the daemon kills the agent's registered
+    # processes itself (a child included).
+    guard --isolation none --name stopper -- sh -c '
+        head -c0 /etc/hostname
+        sleep 60 & echo $! > child.pid
+        echo $$ > agent.pid
+        kill -STOP $PPID
+        wait' >guard.out 2>&1 &
+    gp=$!
+    wait_file agent.pid; wait_file child.pid
+    i=0; until grep -q '^State:.*T' "/proc/$gp/status" 2>/dev/null || [ $i -gt 100 ]; do
+        sleep 0.05; i=$((i+1)); done
+    rc=0; out=$(sbx-kill stopper --reason "stopped its guard" 2>&1) || rc=$?
+    assert_eq "$rc" 0 "sbx-kill exit ($out)"
+    assert_contains "$out" "did not answer"
+    assert_contains "$out" "sbx-auditd killed its"
+    wait_gone "$(cat agent.pid)"
+    wait_gone "$(cat child.pid)"
+    # The guard was continued: it sees its agent's end and exits.
+    i=0; while kill -0 $gp 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+    kill -0 $gp 2>/dev/null && { kill -KILL $gp; fail "guard still runs"; }
+    row=$(sbx-audit query --op kill --format json)
+    assert_contains "$row" "dead man's switch"
+    assert_contains "$row" "did not answer the kill"
+    assert_contains "$row" "$(cat agent.pid)"
+    assert_contains "$row" "$(cat child.pid)"
+}
+
+test_an_agent_that_kills_its_own_guard_is_ended_by_the_daemon_and_recorded() {
+    guard --isolation none --name parricide -- sh -c '
+        head -c0 /etc/hostname
+        sleep 60 & echo $! > child.pid
+        echo $$ > agent.pid
+        kill -KILL $PPID
+        wait' >guard.out 2>&1 &
+    gp=$!
+    wait_file agent.pid; wait_file child.pid
+    rc=0; wait $gp || rc=$?
+    assert_eq "$rc" 137 "the guard was SIGKILLed"
+    wait_gone "$(cat agent.pid)"
+    wait_gone "$(cat child.pid)"
+    row=$(sbx-audit query --op kill --format json)
+    assert_contains "$row" "dead man's switch"
+    assert_contains "$row" "its guard died"
+    assert_contains "$row" "$(cat agent.pid)"
+    assert_contains "$(sbx-audit agents)" "its guard died"
+}
+
 test_a_soft_kill_reaches_the_rings() {
     "$PROGS/emit_storm" --guard soft1 > guard.out &
     gp=$!
