@@ -517,6 +517,10 @@ static int dead_mans_switch(struct daemon *d, struct agent *a, const char *why,
                             char *note, size_t note_size)
 {
     char pids[512], reason[1024];
+    /* Registrations already sent are taken first: their processes are
+     * known; one that registers later is killed at registration. */
+    rings_catch_up(d);
+    a->deadman = true;
     int n = rings_kill_agent(d, a, pids, sizeof pids);
     if (guard_pidfd >= 0)
         (void)syscall(SYS_pidfd_send_signal, guard_pidfd, SIGCONT, NULL, 0);

@@ -84,6 +84,8 @@ struct agent {
     /* Freed once ended, with no guard, no ring and no kill in progress. */
     bool ended;
     bool soft_killed;
+    bool deadman;               /* the daemon killed it (guard gone or mute):
+                                 * a process that registers later is killed */
     int nrings;
     uid_t uid;
     pid_t guard_pid;

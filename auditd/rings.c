@@ -234,6 +234,13 @@ static void ring_register_one(struct daemon *d, struct ring *r)
     atomic_store(&h->killed, a->soft_killed ? 1u : 0u);
     atomic_store(&h->sleeping, 0u);
     atomic_store(&h->gone, 0u);
+    if (a->deadman && pidfd >= 0) {
+        /* Its agent was ended by the dead man's switch while this process
+         * was on its way: it goes the same way. */
+        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+            daemon_log_limited(&d->agent_log, "agent %s: pid %d registered after its agent "
+                               "was killed; killed", a->name, (int)cred.pid);
+    }
     if (pidfd >= 0)
         daemon_epoll_add(d, pidfd, &r->ep_pid, EPOLLIN);
     else

@@ -221,7 +221,8 @@ test_sbx_kill_ends_an_agent_that_stopped_its_own_guard_and_records_it() {
     # processes itself (a child included).
     guard --isolation none --name stopper -- sh -c '
         head -c0 /etc/hostname
-        sleep 60 & echo $! > child.pid
+        sh -c "head -c0 /etc/hostname; echo \$\$ > child.pid; exec sleep 60" &
+        until [ -s child.pid ]; do sleep 0.05; done
         echo $$ > agent.pid
         kill -STOP $PPID
         wait' >guard.out 2>&1 &
@@ -248,7 +249,8 @@ test_sbx_kill_ends_an_agent_that_stopped_its_own_guard_and_records_it() {
 test_an_agent_that_kills_its_own_guard_is_ended_by_the_daemon_and_recorded() {
     guard --isolation none --name parricide -- sh -c '
         head -c0 /etc/hostname
-        sleep 60 & echo $! > child.pid
+        sh -c "head -c0 /etc/hostname; echo \$\$ > child.pid; exec sleep 60" &
+        until [ -s child.pid ]; do sleep 0.05; done
         echo $$ > agent.pid
         kill -KILL $PPID
         wait' >guard.out 2>&1 &
