@@ -9,17 +9,27 @@ set -eu
 # tests and the bwrap backend; sqlite3 to inspect a store by hand in tests;
 # strace to see which files the agent's processes open; libclang-rt-14-dev
 # for libFuzzer (make fuzz; clang only recommends it); clang-tidy and
-# cppcheck for make lint.
+# cppcheck for make lint.  The workload suite (tests/workloads) runs the
+# tools agents call: python3-venv, -setuptools and -wheel (a venv and a
+# local wheel), Debian's cargo (a fresh machine has no ~/.cargo) and
+# golang-go, openssl (a test CA), less and vim on a pseudo-terminal.
 PKGS="gcc clang make pkg-config libc6-dev
 libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
 python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace
-libclang-rt-14-dev clang-tidy cppcheck"
+libclang-rt-14-dev clang-tidy cppcheck
+python3-venv python3-setuptools python3-wheel cargo golang-go openssl less vim"
+# Installed only when the command is missing: node may come from elsewhere
+# (nodesource's nodejs carries npm and conflicts with Debian's npm).
+CMDS="node:nodejs npm:npm"
 
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
         missing="$missing $p"
     fi
+done
+for c in $CMDS; do
+    command -v "${c%%:*}" >/dev/null 2>&1 || missing="$missing ${c#*:}"
 done
 [ -z "$missing" ] && exit 0
 
