@@ -227,6 +227,7 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     struct iso_rlimit rl[ISO_RLIMIT_MAX];
     size_t nrl = iso_rlimits(req->policy, rl);
     bool net = iso_net_unix_only(req->policy);
+    bool tty = iso_tty_foreground();
     char **argv = NULL, **envp = NULL;
     int sfd = -1, pfd[2] = { -1, -1 }, rc = -1;
     int report[2];
@@ -284,7 +285,8 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
         const char *what = "";
         int e;
         close(pfd[0]);
-        if (setpgid(0, 0) < 0 || iso_child_basics(rl, nrl, pfd[1], &what) < 0) {
+        if (setpgid(0, 0) < 0 || (tty && iso_take_terminal() < 0)
+            || iso_child_basics(rl, nrl, pfd[1], &what) < 0) {
             e = errno;
             goto child_fail;
         }

@@ -41,6 +41,12 @@ size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]
  * KEEP_FD.  Async-signal-safe.  0, or -1 with errno (and *WHAT set). */
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what);
+/* In the child that leads the agent's process group, right after setpgid
+ * and before the agent's exec: makes that group the terminal's foreground.
+ * Before the exec, because a program that reads the terminal at once
+ * (cat, read, less) would otherwise be stopped with SIGTTIN, and nothing
+ * would continue it.  Async-signal-safe.  0, or -1 with errno. */
+int iso_take_terminal(void);
 
 /* ---- guardcheck.c: is the guard really in the agent's first process? -- */
 

@@ -72,11 +72,18 @@ struct iso_child {
 };
 
 /* Starts the agent.  Always applies the policy's rlimits, puts the agent in
- * its own process group, and ignores SIGXFSZ in it (so max_write_bytes gives
+ * its own process group (the terminal's foreground, see
+ * iso_tty_foreground), and ignores SIGXFSZ in it (so max_write_bytes gives
  * EFBIG, not a crash).  On success the agent has been exec'd or is about to
  * be; on failure nothing runs. */
 int iso_spawn(const struct iso_request *req, struct iso_child *child,
               char *err, size_t errsz);
+
+/* True when the caller's process group is the foreground of the terminal
+ * on stdin.  iso_spawn asks before it forks, and then the agent's process
+ * group takes the terminal before the agent's exec; sbx-guard asks the same
+ * before iso_spawn, to know it must take the terminal back at the end. */
+bool iso_tty_foreground(void);
 
 /* Added.  After waitpid(child->pid) returned STATUS: the agent's own wait
  * status.  With a pid namespace, child->pid is the sandbox's init, which

@@ -51,6 +51,29 @@ size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]
     return n;
 }
 
+bool iso_tty_foreground(void)
+{
+    return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+}
+
+int iso_take_terminal(void)
+{
+    struct sigaction ign, old;
+    int r;
+
+    /* The new group is in the background until this call succeeds, and
+     * tcsetpgrp from the background stops the caller with SIGTTOU unless
+     * it is ignored. */
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    if (sigaction(SIGTTOU, &ign, &old) < 0)
+        return -1;
+    r = tcsetpgrp(STDIN_FILENO, getpgrp());
+    (void)sigaction(SIGTTOU, &old, NULL);
+    return r;
+}
+
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what)
 {

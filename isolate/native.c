@@ -14,7 +14,8 @@
  *   the kernel kill everything left in the namespace: SIGKILL of the init is
  *   SIGKILL of the whole agent.
  * In the agent (pid 2), in this order and each for a reason:
- *   own process group; chdir again (the old cwd is on the host's view);
+ *   own process group (without namespaces; with them the init's, which
+ *   the init made the terminal's foreground if sbx-guard had it); chdir again (the old cwd is on the host's view);
  *   rlimits, clean signals, no inherited fds; no_new_privs (required by
  *   Landlock and seccomp, and it makes set-uid programs inert); drop every
  *   capability (as root, uid 0 inside would otherwise keep them over files
@@ -67,6 +68,7 @@ struct status_msg {
 struct plan {
     const struct iso_request *req;
     bool ns, netns, landlock, notify, notify_open;
+    bool tty;                   /* the agent's group takes the terminal */
     struct iso_mounts *mp;
     struct iso_landlock *ll;
     struct iso_bpf bpf;
@@ -142,6 +144,8 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
      * whole); without, a new one. */
     if (!pl->ns && setpgid(0, 0) < 0)
         die(efd, STAGE_AGENT, errno, "setpgid");
+    if (!pl->ns && pl->tty && iso_take_terminal() < 0)
+        die(efd, STAGE_AGENT, errno, "take the terminal");
     /* The inherited cwd still points into the host's view of the tree
      * (e.g. the real /tmp under our private one): look it up again. */
     if (pl->ns && chdir(pl->cwd) < 0)
@@ -190,6 +194,11 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
      * default dispositions, ignores all but SIGKILL from outside. */
     if (setpgid(0, 0) < 0)
         die(efd, STAGE_NS, errno, "setpgid");
+    /* The group has the terminal before the agent exists (see
+     * iso_take_terminal); tcsetpgrp names it by the init's pid in the new
+     * namespace, the session is still sbx-guard's. */
+    if (pl->tty && iso_take_terminal() < 0)
+        die(efd, STAGE_NS, errno, "take the terminal");
     if (iso_write_id_maps(pl->uid, pl->gid, err, sizeof err) < 0)
         die(efd, STAGE_NS, 0, err);
     if (pl->netns && iso_net_lo_up(err, sizeof err) < 0)
@@ -429,6 +438,7 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
     pl.uid = geteuid();
     pl.gid = getegid();
     pl.nrl = iso_rlimits(req->policy, pl.rl);
+    pl.tty = iso_tty_foreground();
     if (getcwd(pl.cwd, sizeof pl.cwd) == NULL) {
         iso_errf(err, errsz, "isolation: getcwd: %s", strerror(errno));
         return -1;

@@ -1,9 +1,10 @@
 /*
  * spawn.c — iso_spawn(): the one place where the agent is started.
  *
- * ISO_NONE: fork; the child gets its own process group, the policy's
- * rlimits, a clean signal state, checks that the guard can load
- * (guardcheck.c), and execs.  A close-on-exec pipe carries an
+ * ISO_NONE: fork; the child gets its own process group (the terminal's
+ * foreground when sbx-guard had it), the policy's rlimits, a clean signal
+ * state, checks that the guard can load (guardcheck.c), and execs.  A
+ * close-on-exec pipe carries an
  * exec failure back, so iso_spawn() fails ("cannot run X: ...") and the
  * agent never ran; end of file on the pipe means the exec happened.
  * ISO_NATIVE / ISO_AUTO: see native.c.  ISO_BWRAP: see bwrap.c.
@@ -45,6 +46,7 @@ static int spawn_plain(const struct iso_request *req, struct iso_child *child,
     struct iso_rlimit rl[ISO_RLIMIT_MAX];
     size_t nrl = iso_rlimits(req->policy, rl);
     struct iso_status st;
+    bool tty = iso_tty_foreground();
     int pfd[2];
     pid_t pid;
     ssize_t n;
@@ -66,6 +68,8 @@ static int spawn_plain(const struct iso_request *req, struct iso_child *child,
         /* Own process group, so sbx-guard can signal the whole agent. */
         if (setpgid(0, 0) < 0)
             child_fail(pfd[1], "setpgid", errno);
+        if (tty && iso_take_terminal() < 0)
+            child_fail(pfd[1], "take the terminal", errno);
         if (iso_child_basics(rl, nrl, pfd[1], &what) < 0)
             child_fail(pfd[1], what, errno);
         /* The guard must load where the agent runs (see guardcheck.c). */

@@ -457,15 +457,14 @@ static void handle_ctl(struct guard *g)
     }
 }
 
-static void give_terminal(struct guard *g)
+/* An interactive agent must own the terminal: Ctrl-C then reaches its
+ * whole process group directly, and it can read without SIGTTIN.  Its
+ * group takes the terminal before the exec (iso_take_terminal) when ours
+ * is the foreground: the test is the same on both sides, made before
+ * iso_spawn; afterwards we are in the background and take it back. */
+static void note_terminal(struct guard *g)
 {
-    /* An interactive agent must own the terminal: Ctrl-C then reaches its
-     * whole process group directly, and it can read without SIGTTIN. */
-    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) {
-        setpgid(g->child.pid, g->child.pid);
-        if (tcsetpgrp(STDIN_FILENO, g->child.pid) == 0)
-            g->tty_handed = true;
-    }
+    g->tty_handed = iso_tty_foreground();
 }
 
 static void take_terminal_back(struct guard *g)
@@ -759,9 +758,11 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     char why[512];
     char *argv0 = r->o.cmd[0];
     r->o.cmd[0] = prog_real;
+    note_terminal(g);
     int rc = iso_spawn(&g->req, &g->child, why, sizeof why);
     r->o.cmd[0] = argv0;
     if (rc < 0) {
+        take_terminal_back(g);
         warnx("cannot start the agent: %s", why);
         snprintf(detail, dsz, "not started: %s", why);
         return EXIT_GUARD_FAILED;
@@ -784,7 +785,6 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
         warnx("WARNING: %s is a static program: the guard (preload) is not in the "
               "agent's first process, and its calls are recorded only where the kernel "
               "layer sees them; programs it runs load the guard", prog_real);
-    give_terminal(g);
 
     int status = supervise(g, sigfd, r->info->limits.timeout_ms);
     /* With a pid namespace the child is the sandbox's init: the agent's

@@ -87,4 +87,25 @@ send:exit\r'
     same_as_bare bash.sh
 }
 
+# sbx-guard hands the terminal to the agent's group and takes it back when
+# the agent ends, or when it could not start: the caller (here a script
+# that then reads the terminal) is in the foreground again.
+test_the_terminal_comes_back_after_the_agent_ends_or_fails_to_start() {
+    printf '\177ELF' > not-a-program; chmod +x not-a-program
+    for mode in none auto; do
+        rm -f result
+        rc=0
+        "$PROGS/pty_run" -t 20 -o "$T/tty.$mode" 'send:one\r' 'send:two\r' -- sh -c "
+            sbx-guard --no-notify --isolation $mode --policy '$POLICIES/default.yaml' -- true
+            head -n 1 > result
+            sbx-guard --no-notify --isolation $mode --policy '$POLICIES/default.yaml' -- ./not-a-program
+            echo \"exit \$?\" >> result
+            head -n 1 >> result" || rc=$?
+        assert_eq "$rc" 0 "pty_run ($mode)" || { tr -d '\r' < "$T/tty.$mode" >&2; return 1; }
+        assert_eq "$(cat result)" "one
+exit 125
+two" "what the caller read ($mode)"
+    done
+}
+
 run_tests
