@@ -108,6 +108,34 @@ static bool is_ring_memory(int fd)
            (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW);
 }
 
+/* For SBX_REG_SIZE_IT: makes the empty memfd FD a ring (size, seals,
+ * header) as the process would have, had its RLIMIT_FSIZE let it.  Only an
+ * empty memfd that can still be sealed: never a file of the agent's that
+ * we would grow past its limit.  0 or -1. */
+static int size_ring(int fd)
+{
+    struct stat sb;
+    /* EINVAL: not a memfd.  F_SEAL_EXEC may be there already
+     * (vm.memfd_noexec in the agent's pid namespace). */
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & (F_SEAL_SEAL | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_WRITE))
+        || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size != 0)
+        return -1;
+    if (ftruncate(fd, SBX_RING_BYTES) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+        return -1;
+    void *map = mmap(NULL, SBX_RING_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        return -1;
+    struct sbx_ring_hdr *h = map;
+    h->magic = SBX_RING_MAGIC;
+    h->version = SBX_RING_VERSION;
+    h->nslots = SBX_RING_SLOTS;
+    h->slot_size = SBX_RING_SLOT;
+    munmap(map, SBX_RING_HDR_SIZE);
+    return 0;
+}
+
 /* Marks the ring in MEMFD refused, if it is one (sealed, the right size,
  * our header). */
 static void mark_refused(int memfd)
@@ -172,7 +200,8 @@ static void ring_register_one(struct daemon *d, struct ring *r)
         why = "error: malformed ring registration";
         goto fail;
     }
-    answer = !(reg.flags & SBX_REG_NO_REPLY);
+    /* A process whose ring we size waits for it, whatever it says. */
+    answer = !(reg.flags & SBX_REG_NO_REPLY) || (reg.flags & SBX_REG_SIZE_IT);
     reg.agent_id[sizeof reg.agent_id - 1] = '\0';
     reg.token[sizeof reg.token - 1] = '\0';
     struct agent *a = agent_by_run_id(d, reg.agent_id);
@@ -186,6 +215,10 @@ static void ring_register_one(struct daemon *d, struct ring *r)
         /* A process that did not wait for this answer learns it from
          * its ring: every further event fails (emit.c). */
         mark_refused(fds[0]);
+        goto fail;
+    }
+    if ((reg.flags & SBX_REG_SIZE_IT) && size_ring(fds[0]) < 0) {
+        why = "error: cannot size the ring (an empty memfd is expected)";
         goto fail;
     }
     if (!is_ring_memory(fds[0])) {

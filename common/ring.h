@@ -82,6 +82,11 @@ struct sbx_ring_hdr {
  * message on the connection is a wake-up; its content does not matter. */
 #define SBX_REG_MAGIC "SBXRING2"
 #define SBX_REG_NO_REPLY 0x1u   /* the process does not wait for the answer */
+/* The memfd is empty: the daemon sizes it, seals it and writes the ring's
+ * header before it answers (the process waits).  For a process whose
+ * RLIMIT_FSIZE (files.max_write_bytes) is below SBX_RING_BYTES: the limit
+ * refuses it the growth, the daemon has none. */
+#define SBX_REG_SIZE_IT 0x2u
 struct sbx_ring_reg {
     char magic[8];
     char agent_id[64];      /* run id, NUL-terminated */

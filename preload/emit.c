@@ -252,7 +252,7 @@ static void close_fd(int *fd)
  * from the connection (SO_PEERPIDFD), the memory stays alive in flight, and
  * sbx-auditd takes every queued registration before it records an agent's
  * end.  A refusal marks the ring (SBX_RING_REFUSED); see ensure_ring. */
-static int send_registration(int memfd, bool wait, int base)
+static int send_registration(int memfd, bool wait, bool size_it, int base)
 {
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) {
@@ -279,7 +279,7 @@ static int send_registration(int memfd, bool wait, int base)
     memcpy(reg.magic, SBX_REG_MAGIC, sizeof reg.magic);
     strlcpy(reg.agent_id, cfg.agent_id, sizeof reg.agent_id);
     strlcpy(reg.token, cfg.token, sizeof reg.token);
-    reg.flags = wait ? 0 : SBX_REG_NO_REPLY;
+    reg.flags = (wait ? 0 : SBX_REG_NO_REPLY) | (size_it ? SBX_REG_SIZE_IT : 0);
 
     /* No SCM_CREDENTIALS of ours: the kernel attaches this process's own
      * to every message, and the daemon (SO_PASSCRED) receives them.
@@ -351,26 +351,45 @@ static int create_ring(struct emit_proc *p)
         goto fail;
     }
     memfd = high_fd(memfd, base);
+    /* files.max_write_bytes is this process's RLIMIT_FSIZE: below the
+     * ring's size it refuses the growth (EFBIG, and SIGXFSZ to a program
+     * that did not ignore it), so the daemon sizes the ring instead, and
+     * we wait for it. */
+    struct rlimit fsz;
+    bool size_it = getrlimit(RLIMIT_FSIZE, &fsz) == 0 && fsz.rlim_cur != RLIM_INFINITY
+                   && fsz.rlim_cur < SBX_RING_BYTES;
     /* Sealed so that the daemon can map it without fearing SIGBUS from a
      * ring that shrinks under it. */
-    if (ftruncate(memfd, SBX_RING_BYTES) < 0 ||
-        fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+    if (!size_it && (ftruncate(memfd, SBX_RING_BYTES) < 0 ||
+        fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)) {
         set_error("cannot size the ring");
         goto fail;
     }
-    map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    if (map == MAP_FAILED) {
-        set_error("cannot map the ring");
-        goto fail;
+    struct sbx_ring_hdr *h = NULL;
+    if (!size_it) {
+        map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+        if (map == MAP_FAILED) {
+            set_error("cannot map the ring");
+            goto fail;
+        }
+        h = map;
+        h->magic = SBX_RING_MAGIC;
+        h->version = SBX_RING_VERSION;
+        h->nslots = SBX_RING_SLOTS;
+        h->slot_size = SBX_RING_SLOT;
     }
-    struct sbx_ring_hdr *h = map;
-    h->magic = SBX_RING_MAGIC;
-    h->version = SBX_RING_VERSION;
-    h->nslots = SBX_RING_SLOTS;
-    h->slot_size = SBX_RING_SLOT;
-    int s = send_registration(memfd, !cfg.async, base);
+    int s = send_registration(memfd, size_it || !cfg.async, size_it, base);
     if (s < 0)
         goto fail;
+    if (size_it) {
+        map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+        if (map == MAP_FAILED) {
+            close(s);
+            set_error("cannot map the ring");
+            goto fail;
+        }
+        h = map;
+    }
     p->ring = h;
     p->owner = (pid_t)syscall(SYS_getpid);
     p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
@@ -398,7 +417,7 @@ static int reregister(struct emit_proc *p)
         set_error("the program closed the event ring's descriptor");
         return -1;
     }
-    int s = send_registration(p->memfd.fd, true, high_base());
+    int s = send_registration(p->memfd.fd, true, false, high_base());
     if (s < 0)
         return -1;
     drop_fd(&p->sock);
