@@ -146,9 +146,20 @@ static void add_list(struct iso_landlock *ll, const struct policy *p,
     size_t n = policy_rules(p, l, &r);
     char root[4096];
 
-    for (size_t i = 0; i < n; i++)
-        if (r[i].pattern && rule_root(r[i].pattern, access, root, sizeof root) == 0)
-            add_rule(ll, root, access, r[i].section);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        uint64_t a = access;
+        if (r[i].pattern == NULL || rule_root(r[i].pattern, access, root, sizeof root) < 0)
+            continue;
+        /* A directory named without a wildcard ("/" for ls /) lets the
+         * agent read the directory itself, its list of names, not the files
+         * below; Landlock's READ_DIR also lists the directories below it
+         * (names only), the nearest the kernel offers. */
+        if (l == POLICY_READ_ALLOW && strcmp(root, r[i].pattern) == 0
+            && stat(root, &st) == 0 && S_ISDIR(st.st_mode))
+            a &= LANDLOCK_ACCESS_FS_READ_DIR;
+        add_rule(ll, root, a, r[i].section);
+    }
 }
 
 /* The dynamic loader named in our own PT_INTERP: every dynamic program the

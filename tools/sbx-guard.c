@@ -55,6 +55,7 @@
 #include "auditfmt.h"
 #include "ctl.h"
 #include "event.h"
+#include "guard_dirs.h"
 #include "guard_env.h"
 #include "guard_proc.h"
 #include "isolate.h"
@@ -758,6 +759,9 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     char why[512];
     char *argv0 = r->o.cmd[0];
     r->o.cmd[0] = prog_real;
+    /* The kernel layer grants only write roots that exist (guard_dirs.h). */
+    if (r->o.isolation != ISO_NONE)
+        guard_make_write_roots(r->pol);
     note_terminal(g);
     int rc = iso_spawn(&g->req, &g->child, why, sizeof why);
     r->o.cmd[0] = argv0;

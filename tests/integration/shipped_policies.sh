@@ -39,4 +39,59 @@ test_every_shipped_policy_runs_a_real_program_and_keeps_dotenv_from_it() {
     [ "$n" -ge 6 ] || fail "only $n runs: where are the shipped policies?"
 }
 
+# What the default policy calls a secret: private keys, credentials, .env
+# files; a certificate or a CA bundle (pip's certifi/cacert.pem) is not one.
+test_default_policy_denies_private_keys_and_credentials_not_public_certificates() {
+    d="$POLICIES/default.yaml"
+    for f in .env sub/.env.local key.pem privkey.pem tls-key.pem my_private.pem server.key \
+             id_rsa .ssh/config cert.p12 store.pfx "$HOME/.ssh/id_ed25519" "$HOME/.npmrc" \
+             "$HOME/.aws/credentials" "$HOME/.cache/huggingface/token"; do
+        for op in open-read open-write; do
+            rc=0; sbx-policy explain "$d" "$op" "$f" >/dev/null || rc=$?
+            assert_eq "$rc" 1 "$op $f"
+        done
+    done
+    for f in cacert.pem ca.pem fullchain.pem cert.pem \
+             .venv/lib/python3.11/site-packages/pip/_vendor/certifi/cacert.pem \
+             "$HOME/.npm/_cacache/index" "$HOME/.cache/pip/x" "$HOME/.cargo/registry/x"; do
+        for op in open-read open-write; do
+            rc=0; out=$(sbx-policy explain "$d" "$op" "$f") || rc=$?
+            assert_eq "$rc" 0 "$op $f: $out"
+        done
+    done
+    for f in "$HOME/.npm/_npx/1/node_modules/.bin/x" "$HOME/.local/lib/node_modules/x/cli.js" \
+             "$HOME/.local/share/claude/versions/1"; do
+        rc=0; out=$(sbx-policy explain "$d" exec "$f") || rc=$?
+        assert_eq "$rc" 0 "exec $f: $out"
+    done
+}
+
+test_default_policy_lets_ls_list_the_root_and_ps_see_processes() {
+    for iso in none auto; do
+        rc=0
+        out=$(guard --isolation "$iso" --policy "$POLICIES/default.yaml" -- \
+            sh -c 'ls / && ps -o pid,comm' 2>&1) || rc=$?
+        assert_eq "$rc" 0 "ls / and ps under $iso: $out"
+        assert_contains "$out" "usr" "ls / under $iso"
+        assert_contains "$out" "COMMAND" "ps under $iso"
+        assert_contains "$out" "ps" "ps under $iso"
+        rc=0; guard --isolation "$iso" --policy "$POLICIES/default.yaml" -- \
+            sh -c 'cat /proc/$$/environ' >/dev/null 2>&1 || rc=$?
+        [ "$rc" -ne 0 ] || fail "a process's environment is readable under $iso"
+    done
+}
+
+# The kernel layer grants only write roots that exist at start: sbx-guard
+# creates a missing package-manager cache whose parent exists (~/.cache),
+# and nothing else (~/go is not made for ~/go/pkg/mod).
+test_missing_tool_caches_in_the_home_are_writable_under_the_kernel_layer() {
+    rc=0
+    out=$(guard --isolation auto --policy "$POLICIES/default.yaml" -- \
+        sh -c 'mkdir -p ~/.cache/tool && echo cached > ~/.cache/tool/f && mkdir ~/.npm/_logs' 2>&1) || rc=$?
+    assert_eq "$rc" 0 "writing ~/.cache and ~/.npm: $out"
+    assert_eq "$(cat "$HOME/.cache/tool/f")" cached
+    assert_file_absent "$HOME/go"
+    assert_eq "$(stat -c %a "$HOME/.npm")" 700 "mode of the created ~/.npm"
+}
+
 run_tests
