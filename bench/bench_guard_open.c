@@ -10,6 +10,7 @@
  * Prints the median over 41 rounds for one path opened again and again,
  * and for 8 paths in turn (more than the per-thread decision memo holds).
  */
+#include "../preload/benign.c"
 #include "../preload/decide.c"
 #include "../preload/dns.c"
 #include "../preload/env.c"

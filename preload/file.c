@@ -117,7 +117,9 @@ static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode)
         if (!guard_verdict_final(&gv))
             goto slow;          /* maybe allowed under its resolved name */
         if (d == SBX_DENY) {
-            err = guard_record(&gv, NULL, 0, NULL);
+            err = guard_benign_errno(op, flags, lex);
+            if (!err)
+                err = guard_record(&gv, NULL, 0, NULL);
             goto fail;
         }
         struct open_how how = {.flags = (unsigned)flags, .mode = 0,
@@ -148,6 +150,8 @@ static int guarded_openat(int dirfd, const char *path, int flags, mode_t mode)
 slow:;
     struct guard_judged j;
     err = guard_judge_path(op, dirfd, path, (flags & O_NOFOLLOW) != 0, also_read, &j);
+    if (!err && j.gv.v.decision == SBX_DENY)
+        err = guard_benign_errno(op, flags, j.lex);
     if (!err)
         err = guard_record(&j.gv, NULL, 0, j.note);
     if (err)

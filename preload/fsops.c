@@ -190,14 +190,43 @@ SBX_EXPORT int remove(const char *path)
     ONE_PATH(remove, op, AT_FDCWD, path, true, path);
 }
 
+/* judge_one for mkdir, with the errno rule: a denied mkdir of a visible
+ * path that exists fails with EEXIST, as without the policy (benign.c). */
+static int judge_mkdir(int dirfd, const char *path)
+{
+    if (!guard_enter())
+        return 0;
+    int saved = errno;
+    struct guard_judged j;
+    int err = guard_judge_path(SBX_OP_MKDIR, dirfd, path, true, false, &j);
+    if (!err && j.gv.v.decision == SBX_DENY)
+        err = guard_benign_errno(SBX_OP_MKDIR, 0, j.lex);
+    if (!err)
+        err = guard_record(&j.gv, NULL, 0, j.note);
+    guard_leave();
+    errno = saved;
+    return err;
+}
+
 SBX_EXPORT int mkdir(const char *path, mode_t mode)
 {
-    ONE_PATH(mkdir, SBX_OP_MKDIR, AT_FDCWD, path, true, path, mode);
+    int err = judge_mkdir(AT_FDCWD, path);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return REAL(mkdir) ? REAL(mkdir)(path, mode) : (int)guard_sys(SYS_mkdir, (long)path, mode, 0, 0, 0, 0);
 }
 
 SBX_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 {
-    ONE_PATH(mkdirat, SBX_OP_MKDIR, dirfd, path, true, dirfd, path, mode);
+    int err = judge_mkdir(dirfd, path);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return REAL(mkdirat) ? REAL(mkdirat)(dirfd, path, mode)
+                         : (int)guard_sys(SYS_mkdirat, dirfd, (long)path, mode, 0, 0, 0);
 }
 
 SBX_EXPORT int mkfifo(const char *path, mode_t mode)

@@ -141,6 +141,13 @@ enum sbx_decision guard_decide_path(enum sbx_op op, const char *path,
 int guard_record(const struct guard_verdict *gv, const char *target2,
                  uint32_t flags, const char *note);
 
+/* The errno rule (benign.c): for a denied OP (open FLAGS) on the absolute
+ * lexical path LEX, the kernel's own answer when it reveals nothing the
+ * policy hides: EEXIST for a mkdir of a visible path that exists, ENOENT
+ * for an open that does not create a missing path in a readable directory.
+ * The caller then fails with it and records nothing.  0: the denial stands. */
+int guard_benign_errno(enum sbx_op op, int flags, const char *lex);
+
 /* Records a denial that no policy rule made (size limits): REASON says why. */
 int guard_record_plain(enum sbx_op op, enum sbx_decision d, const char *target,
                        const char *target2, int err, const char *reason);

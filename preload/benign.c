@@ -1,0 +1,59 @@
+/*
+ * benign.c — the errno rule (docs/policy.md): a denial that would change a
+ * program's success path, where the kernel's own answer reveals nothing the
+ * policy hides, is answered as the kernel would, and is not a denial.
+ *
+ *   mkdir of a path that exists, when the path or its parent directory is
+ *   readable under the read rules: EEXIST (mkdir -p, Node's
+ *   mkdirSync(dir, { recursive: true }) on a directory that is there);
+ *   an open that does not create, of a path that does not exist, in a
+ *   directory readable under the read rules: ENOENT (a probe for an
+ *   optional configuration file).
+ *
+ * Readable parent: the agent can list it and see the name there or not, so
+ * the answer tells it nothing new.  Anything else keeps EACCES and its row.
+ * No allocation; one fstatat.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "guard.h"
+
+static bool readable(const char *path)
+{
+    struct guard_verdict gv;
+    return guard_decide_path(SBX_OP_OPEN_READ, path, false, &gv) == SBX_ALLOW && !gv.v.audit;
+}
+
+int guard_benign_errno(enum sbx_op op, int flags, const char *lex)
+{
+    char parent[GUARD_PATH_MAX];
+    struct stat st;
+    bool mk = op == SBX_OP_MKDIR;
+
+    if (!mk && op != SBX_OP_OPEN_READ && op != SBX_OP_OPEN_WRITE)
+        return 0;
+    if (!mk && (flags & (O_CREAT | O_TMPFILE)))
+        return 0;
+    if (lex[0] != '/' || strlen(lex) >= sizeof parent)
+        return 0;
+    /* mkdir does not follow a last symlink (it is EEXIST itself); an open
+     * does, unless O_NOFOLLOW. */
+    long r = guard_raw(SYS_newfstatat, AT_FDCWD, (long)lex, (long)&st,
+                       mk || (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0, 0, 0);
+    bool missing = r == -ENOENT || r == -ENOTDIR;
+    if (mk ? r != 0 : !missing)
+        return 0;
+    memcpy(parent, lex, strlen(lex) + 1);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent)
+        slash[1] = '\0';        /* "/x": the parent is "/" */
+    else
+        *slash = '\0';
+    if (!readable(parent) && !(mk && readable(lex)))
+        return 0;
+    return mk ? EEXIST : ENOENT;
+}
