@@ -58,7 +58,17 @@ void guard_notify_denial(enum sbx_op op, const char *target, bool audit,
     sbuf_add(&s, " ");
     sbuf_add(&s, display_target(target));
     sbuf_add(&s, " (");
-    if (rule && rule->line > 0) {
+    if (rule && rule->line > 0 && rule->reason) {
+        /* A command rule: its reason, for a person; the pattern (often a
+         * long regex) is in the audit trail. */
+        sbuf_add(&s, rule->section);
+        sbuf_add(&s, ": ");
+        sbuf_add(&s, rule->reason);
+        sbuf_add(&s, ", ");
+        sbuf_add(&s, rule->file);
+        sbuf_add(&s, ":");
+        sbuf_add_uint(&s, rule->line);
+    } else if (rule && rule->line > 0) {
         sbuf_add(&s, rule->section);
         sbuf_add(&s, " \"");
         sbuf_add(&s, rule->text);

@@ -729,7 +729,11 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
             .rule = rule, .reason = v.reason,
         };
         sbx_ctl_event(g->ctl, &ev);
-        warnx("denied exec %s (%s)", r->cmdline, rule);
+        if (v.rule->reason && v.rule->line > 0)   /* a command rule: not its regex */
+            warnx("denied exec %s (%s: %s, %s:%u)", r->cmdline, v.rule->section,
+                  v.rule->reason, v.rule->file, v.rule->line);
+        else
+            warnx("denied exec %s (%s)", r->cmdline, rule);
         snprintf(detail, dsz, "not started: the policy denies the command");
         return EXIT_DENIED;
     }
