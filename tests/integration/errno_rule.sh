@@ -32,7 +32,7 @@ test_mkdir_of_an_existing_visible_directory_gives_eexist_and_no_denial() {
 }
 
 test_node_mkdirsync_recursive_works_on_an_existing_directory() {
-    command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed"; exit 77; }
+    command -v node >/dev/null 2>&1 || skip "node is not installed (make deps)"
     for iso in none auto; do
         out=$(guard --isolation "$iso" --policy "$DEFAULT" -- node -e '
             const fs = require("fs");
