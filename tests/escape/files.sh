@@ -165,11 +165,13 @@ test_static_program_cannot_read_a_env_file_at_depth_14() {
 }
 
 test_static_program_can_read_none_of_300_pem_files() {
+    # Private keys by name (the default denies *key*.pem; a certificate or
+    # a CA bundle .pem is public).
     mkdir -p certs
     i=0
     while [ $i -lt 300 ]; do
-        echo KEY >"certs/k$i.pem"
-        echo "certs/k$i.pem" >>list.txt
+        echo KEY >"certs/k$i-key.pem"
+        echo "certs/k$i-key.pem" >>list.txt
         i=$((i + 1))
     done
     out=$(native -- "$ESC" readlist list.txt) || true
