@@ -255,13 +255,14 @@ static void test_cover_is_complete_past_the_old_limits_and_has_no_duplicates(voi
     size_t pems = 0, under_ssh = 0;
     bool deep_env = false, ssh_dir = false;
     (void)state;
-    /* 600 *.pem in one directory, a .env at depth 20, and a .ssh holding
-     * *.pem files: the directory is masked whole, its files not again. */
+    /* 600 private keys (*key*.pem: the default's name for one) in one
+     * directory, a .env at depth 20, and a .ssh holding *.pem files: the
+     * directory is masked whole, its files not again. */
     snprintf(path, sizeof path, "%s/certs", tmpdir);
     mkdir(path, 0755);
     for (int i = 0; i < 600; i++) {
         char rel[64];
-        snprintf(rel, sizeof rel, "certs/k%d.pem", i);
+        snprintf(rel, sizeof rel, "certs/k%d-key.pem", i);
         write_file(rel, "K\n");
     }
     snprintf(deep, sizeof deep, "%s", tmpdir);
