@@ -517,6 +517,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
         size_t pl = len > offsetof(struct sockaddr_un, sun_path)
                     ? len - offsetof(struct sockaddr_un, sun_path) : 0;
         char p[sizeof a->sun_path + 1], cwd[PATH_MAX], events[PATH_MAX];
+        cwd[0] = '\0';         /* proc_link fills it; read only for a relative p */
         memcpy(p, a->sun_path, pl < sizeof a->sun_path ? pl : sizeof a->sun_path);
         p[pl < sizeof a->sun_path ? pl : sizeof a->sun_path] = '\0';
         if (pl > 0 && a->sun_path[0] == '\0') {
