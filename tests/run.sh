@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs every test: the cmocka unit tests (build/tests/test_*), then the
 # integration, escape and workload tests (tests/integration/*.sh,
-# tests/escape/*.sh, tests/workloads/*.sh).
+# tests/escape/*.sh, tests/workloads/*.sh, tests/serve/*.sh).
 # Each test gets its own SBX_RUNTIME_DIR and SBX_AUDIT_DB, so runs never see
 # each other or the user's store.  Ends with "N passed, N failed, N skipped"
 # (a skipped test said why it could not run here; it is not a pass) and
@@ -46,7 +46,8 @@ for t in "$BUILD_ABS"/tests/test_*; do
     fi
 done
 
-for s in "$ROOT"/tests/integration/*.sh "$ROOT"/tests/escape/*.sh "$ROOT"/tests/workloads/*.sh; do
+for s in "$ROOT"/tests/integration/*.sh "$ROOT"/tests/escape/*.sh "$ROOT"/tests/workloads/*.sh \
+         "$ROOT"/tests/serve/*.sh; do
     [ -f "$s" ] || continue
     name=$(basename "$(dirname "$s")")/$(basename "$s" .sh)
     case "$name" in *"$pattern"*) ;; *) continue ;; esac
