@@ -257,4 +257,44 @@ const struct policy_info *policy_info(const struct policy *p);
 /* One line saying what the policy allows (for sbx-policy check). */
 int policy_summary(const struct policy *p, char *out, size_t outsz);
 
+/* ---- the serve: section (sbx-serve's profile) ------------------------------
+ *
+ *   serve:
+ *     allowed_imports: [collections, json, ...]   # top-level module names
+ *     pre_imports: [numpy]                        # loaded before the hooks
+ *     blocklist: [numpy.ctypeslib, pandas.read_pickle, ...]   # MODULE.ATTR
+ *     stages: {ast_scan: enforce, blocklist_audit: observe}
+ *     runtime_hooks: enforce                      # or observe
+ *     timeout_max: 30s
+ *
+ * The address-space limit of a request is limits.memory.  With extends:,
+ * allowed_imports and blocklist add up along the chain; every other key
+ * replaces the parent's (SERVE.md).  Strings live in the policy's arena. */
+enum policy_stage_mode { POLICY_STAGE_ENFORCE, POLICY_STAGE_OBSERVE };
+
+struct policy_serve_block {
+    const char *module, *attr;
+};
+
+struct policy_serve_stage {
+    const char *name;               /* "ast_scan", "blocklist_audit" */
+    enum policy_stage_mode mode;
+};
+
+struct policy_serve {
+    size_t n_allowed_imports;       /* sorted, unique */
+    const char *const *allowed_imports;
+    size_t n_pre_imports;           /* in the order written */
+    const char *const *pre_imports;
+    size_t n_blocklist;             /* in the order written, unique */
+    const struct policy_serve_block *blocklist;
+    size_t n_stages;                /* in the order written */
+    const struct policy_serve_stage *stages;
+    enum policy_stage_mode runtime_hooks;
+    uint64_t timeout_max_ms;        /* 0: not set (sbx-serve uses 30 s) */
+};
+
+/* The policy's serve: section, or NULL when it has none. */
+const struct policy_serve *policy_serve(const struct policy *p);
+
 #endif
