@@ -30,6 +30,10 @@
  * its own memory.)  The PCRE2 programs are stored with
  * pcre2_serialize_encode (which refuses a different PCRE2 build on decode).
  *
+ * The serve: section (serve.c) is not part of an image: sbx-serve reads
+ * its profile from YAML and the preload never asks for it; a policy taken
+ * from an image answers policy_serve() with NULL.
+ *
  * The image is for processes of the same build: the header carries a
  * version and a layout fingerprint (struct sizes and offsets), and an image
  * that does not match is refused.
@@ -299,6 +303,13 @@ static void walk_policy(struct img_op *o, struct policy *p)
     walk_rule(o, &p->read_only_rule);
     walk_rule(o, &p->net_other_rule);
     walk_rule(o, &p->cmd_default_rule);
+    /* The serve: section is sbx-serve's, which loads its profile from
+     * YAML; the preload never asks for it.  An image drops it (so
+     * policy_serve() of a policy from an image is NULL). */
+    if (o->mode == M_WRITE)
+        p->serve = NULL;
+    else if (reading(o) && p->serve != NULL)
+        o->bad = true;
 }
 
 /* The command lists, deny then allow: the order of the PCRE2 programs. */

@@ -138,6 +138,11 @@ struct policy {
      * in its arena: policy_free unmaps it.  NULL otherwise. */
     void *img_map;
     size_t img_len;
+
+    /* The serve: section (serve.c), or NULL.  Not carried by an image:
+     * image.c stores NULL here and refuses an image that has anything
+     * else. */
+    struct policy_serve *serve;
 };
 
 enum { RE_READY = 0, RE_PENDING, RE_BUSY, RE_FAILED };
@@ -178,6 +183,8 @@ enum leaf_id {
     LF_CONNECT_ALLOW, LF_CONNECT_DENY, LF_BIND_ALLOW, LF_BIND_DENY,
     LF_TIMEOUT, LF_CPU, LF_MEMORY, LF_PROCESSES, LF_OPEN_FILES,
     LF_ENV_PASS, LF_ENV_SET,
+    LF_SERVE_ALLOWED_IMPORTS, LF_SERVE_PRE_IMPORTS, LF_SERVE_BLOCKLIST,
+    LF_SERVE_STAGES, LF_SERVE_RUNTIME_HOOKS, LF_SERVE_TIMEOUT_MAX,
     LF__COUNT
 };
 
@@ -188,6 +195,17 @@ struct load_src {
     bool have_doc;
     yaml_node_t *slot[LF__COUNT];
     yaml_node_t *key[LF__COUNT];    /* the key node, for "missing value" marks */
+    yaml_node_t *serve_key;         /* "serve:", even with no key under it */
+};
+
+/* One entry of a list value as the loader gathered it: the entry's node,
+ * the document and file it is in, and the list node it was written in (a
+ * list may be assembled from several files; see load.c). */
+struct load_item {
+    const char *file;
+    yaml_document_t *doc;
+    yaml_node_t *node;
+    yaml_node_t *list;
 };
 
 /* Distinct glob roots remembered per load; the default policy has ~60. */
@@ -229,6 +247,15 @@ void values_cmd_list(struct loader *ld, enum policy_list l, const char *file,
                      yaml_document_t *doc, yaml_node_t *node);
 void values_net_list(struct loader *ld, enum policy_list l, const char *file,
                      yaml_document_t *doc, yaml_node_t *node);
+/* serve.c: the serve: section's keys.  serve_section makes the section
+ * (with its defaults) if it is not there yet; NULL on ENOMEM.  The list
+ * keys (allowed_imports, pre_imports, blocklist) take the gathered ITEMS;
+ * AT/AT_FILE is where to report an error about the list as a whole. */
+struct policy_serve *serve_section(struct loader *ld);
+void serve_apply_list(struct loader *ld, enum leaf_id id, const struct load_item *items,
+                      size_t n, yaml_node_t *at, const char *at_file);
+void serve_apply(struct loader *ld, enum leaf_id id, const char *file, yaml_document_t *doc,
+                 yaml_node_t *node);
 /* Fills the parts of the policy that do not come from a key (implicit rules,
  * protect). */
 int values_finish(struct loader *ld, const struct policy_options *opt);

@@ -57,11 +57,17 @@ static const struct {
     [LF_OPEN_FILES] = { "limits.open_files", true },
     [LF_ENV_PASS] = { "env.pass", true },
     [LF_ENV_SET] = { "env.set", true },
+    [LF_SERVE_ALLOWED_IMPORTS] = { "serve.allowed_imports", true },
+    [LF_SERVE_PRE_IMPORTS] = { "serve.pre_imports", true },
+    [LF_SERVE_BLOCKLIST] = { "serve.blocklist", true },
+    [LF_SERVE_STAGES] = { "serve.stages", true },
+    [LF_SERVE_RUNTIME_HOOKS] = { "serve.runtime_hooks", true },
+    [LF_SERVE_TIMEOUT_MAX] = { "serve.timeout_max", true },
 };
 
 static const char *const interiors[] = {
     "files", "files.read", "files.write", "files.exec", "commands",
-    "network", "network.connect", "network.bind", "limits", "env",
+    "network", "network.connect", "network.bind", "limits", "env", "serve",
 };
 
 const char *leaf_path(enum leaf_id id)
@@ -208,6 +214,8 @@ static void walk(struct loader *ld, struct load_src *src, yaml_node_t *map, cons
                 load_error(ld, src->file, &v->start_mark, "%s: expected a mapping of keys", path);
                 continue;
             }
+            if (strcmp(path, "serve") == 0)
+                src->serve_key = k;
             walk(ld, src, v, path);
         } else {
             const char *s = suggest(prefix, key);
@@ -463,6 +471,10 @@ static struct policy *load_common(const char *name, const char *dir, const char 
     p->info.home = ld.home;
     if (find_workspace(&ld, opt, &user, dir) < 0)
         goto fail;
+    if (user.serve_key != NULL && serve_section(&ld) == NULL) {
+        load_error(&ld, name, NULL, "out of memory");
+        goto fail;
+    }
 
     for (int i = 0; i < LF__COUNT; i++) {
         if (i == LF_WORKSPACE)

@@ -269,7 +269,12 @@ int policy_summary(const struct policy *p, char *out, size_t outsz);
  *
  * The address-space limit of a request is limits.memory.  With extends:,
  * allowed_imports and blocklist add up along the chain; every other key
- * replaces the parent's (SERVE.md).  Strings live in the policy's arena. */
+ * replaces the parent's (SERVE.md).  Strings live in the policy's arena.
+ * A section without `stages` runs ast_scan (enforce); runtime_hooks
+ * defaults to enforce.  Names are ASCII identifiers, dotted for modules
+ * (allowed_imports: top-level names only), at most 128 characters; at most
+ * 1024 imports or blocked pairs and 64 pre-imports (docs/policy.md).  A
+ * policy taken from an image (policy_image_load) has no section. */
 enum policy_stage_mode { POLICY_STAGE_ENFORCE, POLICY_STAGE_OBSERVE };
 
 struct policy_serve_block {

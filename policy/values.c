@@ -324,6 +324,26 @@ void values_apply(struct loader *ld, enum leaf_id id, const char *file,
     case LF_OPEN_FILES: count_value(ld, file, node, what, &in->limits.open_files); break;
     case LF_ENV_PASS: env_pass(ld, file, doc, node); break;
     case LF_ENV_SET: env_set(ld, file, doc, node); break;
+    case LF_SERVE_ALLOWED_IMPORTS: case LF_SERVE_PRE_IMPORTS: case LF_SERVE_BLOCKLIST: {
+        long n = value_want_list(ld, file, node, what, id == LF_SERVE_BLOCKLIST ?
+                                 "MODULE.ATTRIBUTE names" : "module names");
+        if (n < 0)
+            break;
+        struct load_item *items = reallocarray(NULL, (size_t)n + 1, sizeof(*items));
+        if (items == NULL) {
+            load_error(ld, file, &node->start_mark, "out of memory");
+            break;
+        }
+        for (long i = 0; i < n; i++)
+            items[i] = (struct load_item){ .file = file, .doc = doc, .list = node,
+                .node = yaml_document_get_node(doc, node->data.sequence.items.start[i]) };
+        serve_apply_list(ld, id, items, (size_t)n, node, file);
+        free(items);
+        break;
+    }
+    case LF_SERVE_STAGES: case LF_SERVE_RUNTIME_HOOKS: case LF_SERVE_TIMEOUT_MAX:
+        serve_apply(ld, id, file, doc, node);
+        break;
     default:
         break;
     }
