@@ -306,10 +306,12 @@ static void walk_policy(struct img_op *o, struct policy *p)
     /* The serve: section is sbx-serve's, which loads its profile from
      * YAML; the preload never asks for it.  An image drops it (so
      * policy_serve() of a policy from an image is NULL). */
-    if (o->mode == M_WRITE)
+    if (o->mode == M_WRITE) {
         p->serve = NULL;
-    else if (reading(o) && p->serve != NULL)
+        p->meta = NULL;         /* where values came from: for --expanded */
+    } else if (reading(o) && (p->serve != NULL || p->meta != NULL)) {
         o->bad = true;
+    }
 }
 
 /* The command lists, deny then allow: the order of the PCRE2 programs. */

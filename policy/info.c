@@ -27,6 +27,16 @@ const struct policy_info *policy_info(const struct policy *p)
     return &p->info;
 }
 
+size_t policy_files(const struct policy *p, const char *const **out)
+{
+    if (p->meta == NULL) {
+        *out = NULL;
+        return 0;
+    }
+    *out = p->meta->files;
+    return p->meta->n_files;
+}
+
 void policy_free(struct policy *p)
 {
     if (p == NULL)
@@ -64,6 +74,13 @@ int policy_set_display_path(struct policy *p, const char *path)
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         if (extra[i]->file == old)
             extra[i]->file = name;
+    if (p->meta != NULL) {
+        if (p->meta->n_files > 0 && p->meta->files[0] == old)
+            p->meta->files[0] = name;
+        for (int i = 0; i < LF__COUNT; i++)
+            if (p->meta->leaf[i].file == old)
+                p->meta->leaf[i].file = name;
+    }
     p->info.file = name;
     return 0;
 }

@@ -139,11 +139,15 @@ struct policy {
     void *img_map;
     size_t img_len;
 
-    /* The serve: section (serve.c), or NULL.  Not carried by an image:
-     * image.c stores NULL here and refuses an image that has anything
-     * else. */
+    /* The serve: section (serve.c), or NULL; where each value came from
+     * (for sbx-policy check --expanded), or NULL.  Neither is carried by
+     * an image: image.c stores NULL in both and refuses an image that has
+     * anything else. */
     struct policy_serve *serve;
+    struct policy_meta *meta;
 };
+
+
 
 enum { RE_READY = 0, RE_PENDING, RE_BUSY, RE_FAILED };
 
@@ -185,7 +189,29 @@ enum leaf_id {
     LF_ENV_PASS, LF_ENV_SET,
     LF_SERVE_ALLOWED_IMPORTS, LF_SERVE_PRE_IMPORTS, LF_SERVE_BLOCKLIST,
     LF_SERVE_STAGES, LF_SERVE_RUNTIME_HOOKS, LF_SERVE_TIMEOUT_MAX,
+    LF_EXTENDS,
     LF__COUNT
+};
+
+/* Where a value of the loaded policy was written: FILE (a display name;
+ * POLICY_DEFAULT_NAME for the compiled-in default) and LINE (0: unknown). */
+struct load_origin {
+    const char *file;
+    unsigned line;
+};
+
+/* What the load knew about the files a policy was assembled from (load.c),
+ * kept for policy_expand (expand.c).  In the arena. */
+struct policy_meta {
+    size_t n_files;                     /* the chain: the policy's own file */
+    const char **files;                 /* first, then its parent, ...; the
+                                         * default last when it was used */
+    struct load_origin leaf[LF__COUNT]; /* scalar and mapping keys */
+    bool wrote_workspace;               /* the policy's file has workspace: */
+    struct load_origin *env_pass;       /* per env.pass entry */
+    struct load_origin *imports;        /* per serve.allowed_imports entry */
+    struct load_origin *pre_imports;    /* per serve.pre_imports entry */
+    struct load_origin *blocklist;      /* per serve.blocklist entry */
 };
 
 /* One parsed YAML file and where each leaf key's value is in it. */
@@ -208,6 +234,17 @@ struct load_item {
     yaml_node_t *list;
 };
 
+/* How many extends: a chain may follow (a policy, its parent, ... up to
+ * this many ancestors; the default below them all does not count).  Real
+ * chains are one or two deep; the bound keeps a hostile repository from
+ * making every process read a hundred files. */
+#define POLICY_EXTENDS_MAX 8
+
+/* Policy files are small (the shipped default is a few KiB); this bound
+ * keeps a mistaken path (a log, a device) or a hostile file from being read
+ * and parsed whole. */
+#define POLICY_FILE_MAX (1u << 20)
+
 /* Distinct glob roots remembered per load; the default policy has ~60. */
 #define LOAD_MEMO_MAX 128
 
@@ -220,7 +257,44 @@ struct loader {
                                      * to show them in file order */
     struct { const char *in, *out; } memo[LOAD_MEMO_MAX];  /* resolved roots */
     unsigned nmemo;
+    /* The files of the chain, the furthest ancestor first and the policy's
+     * own last: messages are shown in this order, then by line. */
+    const char *files[POLICY_EXTENDS_MAX + 2];
+    unsigned nfiles;
 };
+
+/* The files a policy is made of (chain.c): src[0] is the policy's own,
+ * src[1] its parent, ...; REAL their resolved paths (cycles), CAT the bytes
+ * of every file in that order (the policy's sha256). */
+struct load_chain {
+    struct load_src src[POLICY_EXTENDS_MAX + 1];
+    const char *real[POLICY_EXTENDS_MAX + 1];
+    size_t n;
+    bool explicit_default;          /* the last file says extends: default */
+    char *cat;
+    size_t cat_len;
+};
+
+/* load.c: parses BUF into SRC and walks its key tree (0, or -1 after
+ * reporting). */
+int load_parse(struct loader *ld, struct load_src *src, const char *buf, size_t len);
+/* chain.c: reads PATH (a regular file, at most POLICY_FILE_MAX + 1 bytes
+ * kept) into *BUFP (malloc'd; the caller frees).  0, or -1 with errno. */
+int load_read_file(const char *path, char **bufp, size_t *lenp);
+/* chain.c: follows extends: from C->src[C->n - 1] (whose directory is
+ * DIR), parsing each parent into C.  0, or -1 after reporting. */
+int chain_resolve(struct loader *ld, struct load_chain *c, const char *dir,
+                  const struct policy_options *opt);
+/* chain.c: true for the keys whose value is a list. */
+bool chain_leaf_is_list(enum leaf_id id);
+/* chain.c: true if N is a list edit, {add: [...], remove: [...]}. */
+bool chain_is_edit(yaml_document_t *doc, yaml_node_t *n);
+/* chain.c: the entries list key ID ends up with along SRCS (N files, the
+ * root first, the policy's own last): *OUT (malloc'd, the caller frees)
+ * and *NOUT; *AT and *AT_FILE the nearest node that wrote it (NULL if none).
+ * 0, or -1 after reporting. */
+int chain_gather(struct loader *ld, enum leaf_id id, struct load_src *const *srcs, size_t n,
+                 struct load_item **out, size_t *nout, yaml_node_t **at, const char **at_file);
 
 /* Edit distance of two short names (for "did you mean"). */
 size_t load_distance(const char *a, const char *b);
@@ -240,13 +314,18 @@ const char *value_type_name(yaml_node_t *n);
  * what it is a list OF); its length, or -1. */
 long value_want_list(struct loader *ld, const char *file, yaml_node_t *node,
                      const char *what, const char *of);
-/* lists.c: the list keys, into list L of the policy. */
-void values_glob_list(struct loader *ld, enum policy_list l, const char *file,
-                      yaml_document_t *doc, yaml_node_t *node);
-void values_cmd_list(struct loader *ld, enum policy_list l, const char *file,
-                     yaml_document_t *doc, yaml_node_t *node);
-void values_net_list(struct loader *ld, enum policy_list l, const char *file,
-                     yaml_document_t *doc, yaml_node_t *node);
+/* lists.c: the list keys, into list L of the policy, from the ITEMS the
+ * loader gathered along the chain (load.c); AT/AT_FILE is where to report
+ * an error about the list as a whole (NULL: the file's first line). */
+void values_glob_list(struct loader *ld, enum policy_list l, const struct load_item *items,
+                      size_t n, yaml_node_t *at, const char *at_file);
+void values_cmd_list(struct loader *ld, enum policy_list l, const struct load_item *items,
+                     size_t n, yaml_node_t *at, const char *at_file);
+void values_net_list(struct loader *ld, enum policy_list l, const struct load_item *items,
+                     size_t n, yaml_node_t *at, const char *at_file);
+/* values.c: env.pass from gathered items. */
+void values_env_pass(struct loader *ld, const struct load_item *items, size_t n,
+                     yaml_node_t *at, const char *at_file);
 /* serve.c: the serve: section's keys.  serve_section makes the section
  * (with its defaults) if it is not there yet; NULL on ENOMEM.  The list
  * keys (allowed_imports, pre_imports, blocklist) take the gathered ITEMS;

@@ -163,22 +163,21 @@ long value_want_list(struct loader *ld, const char *file, yaml_node_t *node,
     return (long)seq_len(node);
 }
 
-void values_glob_list(struct loader *ld, enum policy_list l, const char *file,
-                      yaml_document_t *doc, yaml_node_t *node)
+void values_glob_list(struct loader *ld, enum policy_list l, const struct load_item *items,
+                      size_t n, yaml_node_t *at, const char *at_file)
 {
     struct policy *p = ld->p;
-    long n = value_want_list(ld, file, node, policy_list_name(l), "globs");
-    if (n <= 0)
+    if (n == 0)
         return;
-    p->rules[l] = arena_alloc(&p->arena, (size_t)n * sizeof(struct policy_rule));
-    p->globs[l] = arena_alloc(&p->arena, (size_t)n * sizeof(struct glob));
+    p->rules[l] = arena_alloc(&p->arena, n * sizeof(struct policy_rule));
+    p->globs[l] = arena_alloc(&p->arena, n * sizeof(struct glob));
     if (p->rules[l] == NULL || p->globs[l] == NULL) {
-        load_error(ld, file, &node->start_mark, "out of memory");
+        load_error(ld, at_file, at ? &at->start_mark : NULL, "out of memory");
         return;
     }
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
-        yaml_node_t *item = yaml_document_get_node(doc, *it);
+    for (size_t k = 0; k < n; k++) {
+        yaml_node_t *item = items[k].node;
+        const char *file = items[k].file;
         const char *text = value_str(item), *msg;
         size_t i = p->n_rules[l];
         if (text == NULL) {
@@ -201,22 +200,22 @@ void values_glob_list(struct loader *ld, enum policy_list l, const char *file,
 
 /* ---- commands ------------------------------------------------------------- */
 
-void values_cmd_list(struct loader *ld, enum policy_list l, const char *file,
-                     yaml_document_t *doc, yaml_node_t *node)
+void values_cmd_list(struct loader *ld, enum policy_list l, const struct load_item *items,
+                     size_t n, yaml_node_t *at, const char *at_file)
 {
     struct policy *p = ld->p;
-    long n = value_want_list(ld, file, node, policy_list_name(l), "commands ({match: PCRE2, reason: TEXT})");
-    if (n <= 0)
+    if (n == 0)
         return;
-    p->rules[l] = arena_alloc(&p->arena, (size_t)n * sizeof(struct policy_rule));
-    p->cmds[l] = arena_alloc(&p->arena, (size_t)n * sizeof(struct cmd_match));
+    p->rules[l] = arena_alloc(&p->arena, n * sizeof(struct policy_rule));
+    p->cmds[l] = arena_alloc(&p->arena, n * sizeof(struct cmd_match));
     if (p->rules[l] == NULL || p->cmds[l] == NULL) {
-        load_error(ld, file, &node->start_mark, "out of memory");
+        load_error(ld, at_file, at ? &at->start_mark : NULL, "out of memory");
         return;
     }
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
-        yaml_node_t *item = yaml_document_get_node(doc, *it);
+    for (size_t it = 0; it < n; it++) {
+        yaml_node_t *item = items[it].node;
+        yaml_document_t *doc = items[it].doc;
+        const char *file = items[it].file;
         yaml_node_t *match = NULL, *reason = NULL;
         size_t i = p->n_rules[l];
         bool bad = false;
@@ -293,22 +292,21 @@ void values_cmd_list(struct loader *ld, enum policy_list l, const char *file,
 
 /* ---- network -------------------------------------------------------------- */
 
-void values_net_list(struct loader *ld, enum policy_list l, const char *file,
-                     yaml_document_t *doc, yaml_node_t *node)
+void values_net_list(struct loader *ld, enum policy_list l, const struct load_item *items,
+                     size_t n, yaml_node_t *at, const char *at_file)
 {
     struct policy *p = ld->p;
-    long n = value_want_list(ld, file, node, policy_list_name(l), "network rules (\"host:port\", ...)");
-    if (n <= 0)
+    if (n == 0)
         return;
-    p->rules[l] = arena_alloc(&p->arena, (size_t)n * sizeof(struct policy_rule));
-    p->nets[l] = arena_alloc(&p->arena, (size_t)n * sizeof(struct net_match));
+    p->rules[l] = arena_alloc(&p->arena, n * sizeof(struct policy_rule));
+    p->nets[l] = arena_alloc(&p->arena, n * sizeof(struct net_match));
     if (p->rules[l] == NULL || p->nets[l] == NULL) {
-        load_error(ld, file, &node->start_mark, "out of memory");
+        load_error(ld, at_file, at ? &at->start_mark : NULL, "out of memory");
         return;
     }
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
-        yaml_node_t *item = yaml_document_get_node(doc, *it);
+    for (size_t k = 0; k < n; k++) {
+        yaml_node_t *item = items[k].node;
+        const char *file = items[k].file;
         const char *text = value_str(item), *msg, *ut = NULL;
         size_t i = p->n_rules[l];
         struct policy_rule *r = &p->rules[l][i];

@@ -63,6 +63,7 @@ static const struct {
     [LF_SERVE_STAGES] = { "serve.stages", true },
     [LF_SERVE_RUNTIME_HOOKS] = { "serve.runtime_hooks", true },
     [LF_SERVE_TIMEOUT_MAX] = { "serve.timeout_max", true },
+    [LF_EXTENDS] = { "extends", false },
 };
 
 static const char *const interiors[] = {
@@ -88,10 +89,17 @@ void load_error(struct loader *ld, const char *file, const yaml_mark_t *mark,
             vsnprintf(m + n, POLICY_DIAG_LEN - (size_t)n, fmt, ap);
             va_end(ap);
         }
-        /* the default's messages (a broken build) go first */
+        /* the default's messages (a broken build) go first, then the
+         * policy's own, then its parent's, ... each in line order */
         size_t line = mark ? mark->line + 1 : 1, col = mark ? mark->column + 1 : 1;
+        size_t rank = ld->nfiles + 1;
+        for (unsigned i = 0; i < ld->nfiles; i++)
+            if (strcmp(ld->files[i], file) == 0) {
+                rank = i + 1;
+                break;
+            }
         ld->pos[ld->diag->count] = strcmp(file, POLICY_DEFAULT_NAME) == 0 ? 0 :
-                                   (line << 20 | (col & 0xfffff));
+                                   (rank << 44 | (line & 0xffffff) << 20 | (col & 0xfffff));
     }
     if (ld->diag != NULL)
         ld->diag->count++;
@@ -230,11 +238,6 @@ static void walk(struct loader *ld, struct load_src *src, yaml_node_t *map, cons
     }
 }
 
-/* Policy files are small (the shipped default is a few KiB); this bound
- * keeps a mistaken path (a log, a device) or a hostile file from being read
- * and parsed whole. */
-#define POLICY_FILE_MAX (1u << 20)
-
 /* A policy nests four levels (files: read: allow: [ ... ]); a rule's value
  * perhaps one or two more.  libyaml's scanner keeps one entry per open flow
  * level and walks them all at each token, so its time grows with the square
@@ -281,7 +284,7 @@ static int check_depth(struct loader *ld, struct load_src *src, const char *buf,
 }
 
 /* Parses BUF into SRC and walks its key tree.  0, or -1 after reporting. */
-static int parse_src(struct loader *ld, struct load_src *src, const char *buf, size_t len)
+int load_parse(struct loader *ld, struct load_src *src, const char *buf, size_t len)
 {
     yaml_parser_t parser;
     int rc = -1;
@@ -430,13 +433,106 @@ static void sort_diag(struct loader *ld)
 
 /* ---- the whole load ------------------------------------------------------- */
 
-static struct policy *load_common(const char *name, const char *dir, const char *buf,
-                                  size_t len, const struct policy_options *opt,
-                                  struct policy_diag *diag)
+/* Converts every key along the chain SRCS (N files, the root first, the
+ * policy's own last; see chain.c for how lists are assembled). */
+static void apply_keys(struct loader *ld, struct load_src *const *srcs, size_t n)
+{
+    struct policy *p = ld->p;
+    struct load_src *own = srcs[n - 1];
+
+    for (int i = 0; i < LF__COUNT; i++) {
+        if (i == LF_WORKSPACE || i == LF_EXTENDS)
+            continue;
+        if (chain_leaf_is_list(i) && leaves[i].inherit) {
+            struct load_item *items = NULL;
+            size_t ni = 0;
+            yaml_node_t *at = NULL;
+            const char *at_file = NULL;
+            if (chain_gather(ld, i, srcs, n, &items, &ni, &at, &at_file) < 0)
+                continue;
+            if (at != NULL) {
+                enum policy_list l = POLICY_LIST__COUNT;
+                switch (i) {
+                case LF_READ_ALLOW: l = POLICY_READ_ALLOW; break;
+                case LF_READ_DENY: l = POLICY_READ_DENY; break;
+                case LF_WRITE_ALLOW: l = POLICY_WRITE_ALLOW; break;
+                case LF_WRITE_DENY: l = POLICY_WRITE_DENY; break;
+                case LF_EXEC_ALLOW: l = POLICY_EXEC_ALLOW; break;
+                case LF_EXEC_DENY: l = POLICY_EXEC_DENY; break;
+                case LF_CMD_DENY: l = POLICY_CMD_DENY; break;
+                case LF_CMD_ALLOW: l = POLICY_CMD_ALLOW; break;
+                case LF_CONNECT_ALLOW: l = POLICY_CONNECT_ALLOW; break;
+                case LF_CONNECT_DENY: l = POLICY_CONNECT_DENY; break;
+                case LF_BIND_ALLOW: l = POLICY_BIND_ALLOW; break;
+                case LF_BIND_DENY: l = POLICY_BIND_DENY; break;
+                default: break;
+                }
+                if (l == POLICY_CMD_DENY || l == POLICY_CMD_ALLOW)
+                    values_cmd_list(ld, l, items, ni, at, at_file);
+                else if (l >= POLICY_CONNECT_ALLOW && l <= POLICY_BIND_DENY)
+                    values_net_list(ld, l, items, ni, at, at_file);
+                else if (l != POLICY_LIST__COUNT)
+                    values_glob_list(ld, l, items, ni, at, at_file);
+                else if (i == LF_ENV_PASS)
+                    values_env_pass(ld, items, ni, at, at_file);
+                else
+                    serve_apply_list(ld, i, items, ni, at, at_file);
+                if (p->meta != NULL)
+                    p->meta->leaf[i] = (struct load_origin){ at_file,
+                        (unsigned)at->start_mark.line + 1 };
+            }
+            free(items);
+            continue;
+        }
+        /* a scalar or a mapping: the nearest file that writes it */
+        struct load_src *from = NULL;
+        if (!leaves[i].inherit) {
+            from = own->slot[i] ? own : NULL;
+        } else {
+            for (size_t s = n; s-- > 0 && from == NULL;)
+                if (srcs[s]->slot[i] != NULL)
+                    from = srcs[s];
+        }
+        if (from != NULL) {
+            values_apply(ld, i, from->file, &from->doc, from->slot[i]);
+            if (p->meta != NULL)
+                p->meta->leaf[i] = (struct load_origin){ from->file,
+                    (unsigned)from->slot[i]->start_mark.line + 1 };
+        } else {
+            values_apply(ld, i, own->file, &own->doc, NULL);
+        }
+    }
+}
+
+/* True if some key is left for the default to give: no file of the chain
+ * writes it as a whole (a list edit needs the list it edits). */
+static bool needs_default(const struct load_chain *c)
+{
+    for (int i = 0; i < LF__COUNT; i++) {
+        if (!leaves[i].inherit)
+            continue;
+        bool whole = false;
+        for (size_t s = 0; s < c->n && !whole; s++) {
+            yaml_node_t *n = c->src[s].slot[i];
+            whole = n != NULL && !(chain_leaf_is_list(i) &&
+                                   chain_is_edit((yaml_document_t *)&c->src[s].doc, n));
+        }
+        if (!whole)
+            return true;
+    }
+    return false;
+}
+
+static struct policy *load_common(const char *name, const char *real, const char *dir,
+                                  const char *buf, size_t len,
+                                  const struct policy_options *opt, struct policy_diag *diag)
 {
     struct policy *p = NULL;
     struct loader ld = { .diag = diag };
-    struct load_src user = { .file = name }, def = { .file = POLICY_DEFAULT_NAME };
+    struct load_chain *c = NULL;
+    struct load_src def = { .file = POLICY_DEFAULT_NAME };
+    struct load_src *srcs[POLICY_EXTENDS_MAX + 2];
+    size_t ns = 0;
     struct arena a = { 0 };
 
     if (diag != NULL)
@@ -448,44 +544,74 @@ static struct policy *load_common(const char *name, const char *dir, const char 
     }
     p->arena = a;
     ld.p = p;
+    c = calloc(1, sizeof(*c));
+    p->meta = arena_alloc(&p->arena, sizeof(*p->meta));
     p->info.file = arena_strdup(&p->arena, name);
-    SHA256Data((const uint8_t *)buf, len, p->info.sha256);
-
-    parse_src(&ld, &user, buf, len);
-    /* after a syntax error nothing more can be said; after a bad key the
-     * values can still be checked, so that every mistake is shown at once */
-    if (!user.have_doc || yaml_document_get_root_node(&user.doc) == NULL ||
-        yaml_document_get_root_node(&user.doc)->type != YAML_MAPPING_NODE)
-        goto fail;
-    /* The default is parsed only when a key is missing: every process the
-     * guard starts loads the policy, and a complete one (the default
-     * itself, most often) then costs one parse, not two. */
-    bool need_default = false;
-    for (int i = 0; i < LF__COUNT; i++)
-        if (leaves[i].inherit && user.slot[i] == NULL)
-            need_default = true;
-    if (need_default &&
-        parse_src(&ld, &def, sbx_default_policy_yaml, sbx_default_policy_yaml_len) < 0)
-        goto fail;
-    ld.home = find_home(&ld, opt);
-    p->info.home = ld.home;
-    if (find_workspace(&ld, opt, &user, dir) < 0)
-        goto fail;
-    if (user.serve_key != NULL && serve_section(&ld) == NULL) {
+    if (c == NULL || p->meta == NULL || p->info.file == NULL) {
         load_error(&ld, name, NULL, "out of memory");
         goto fail;
     }
+    ld.files[ld.nfiles++] = p->info.file;
+    c->src[0].file = p->info.file;
+    c->real[0] = real ? arena_strdup(&p->arena, real) : NULL;
+    c->n = 1;
 
-    for (int i = 0; i < LF__COUNT; i++) {
-        if (i == LF_WORKSPACE)
-            continue;
-        if (user.slot[i] != NULL)
-            values_apply(&ld, i, p->info.file, &user.doc, user.slot[i]);
-        else if (leaves[i].inherit && def.slot[i] != NULL)
-            values_apply(&ld, i, def.file, &def.doc, def.slot[i]);
-        else
-            values_apply(&ld, i, p->info.file, &user.doc, NULL);
+    load_parse(&ld, &c->src[0], buf, len);
+    /* after a syntax error nothing more can be said; after a bad key the
+     * values can still be checked, so that every mistake is shown at once */
+    if (!c->src[0].have_doc || yaml_document_get_root_node(&c->src[0].doc) == NULL ||
+        yaml_document_get_root_node(&c->src[0].doc)->type != YAML_MAPPING_NODE)
+        goto fail;
+    if (chain_resolve(&ld, c, dir, opt) < 0)
+        goto fail;
+    /* The identity of the policy: the SHA-256 of its own bytes, followed
+     * by its parent's, ... (the compiled-in default is part of sbx, not of
+     * the policy).  A lone policy's is its file's, as it always was. */
+    if (c->n == 1) {
+        SHA256Data((const uint8_t *)buf, len, p->info.sha256);
+    } else {
+        char *all = malloc(len + c->cat_len + 1);
+        if (all == NULL) {
+            load_error(&ld, name, NULL, "out of memory");
+            goto fail;
+        }
+        memcpy(all, buf, len);
+        if (c->cat_len)
+            memcpy(all + len, c->cat, c->cat_len);
+        SHA256Data((const uint8_t *)all, len + c->cat_len, p->info.sha256);
+        free(all);
     }
+    /* The default is parsed only when a key is missing: every process the
+     * guard starts loads the policy, and a complete one (the default
+     * itself, most often) then costs one parse, not two. */
+    if (needs_default(c) &&
+        load_parse(&ld, &def, sbx_default_policy_yaml, sbx_default_policy_yaml_len) < 0)
+        goto fail;
+    if (def.have_doc)
+        srcs[ns++] = &def;
+    for (size_t i = c->n; i-- > 0;)
+        srcs[ns++] = &c->src[i];
+    p->meta->files = arena_alloc(&p->arena, (c->n + 1) * sizeof(char *));
+    if (p->meta->files == NULL) {
+        load_error(&ld, name, NULL, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        p->meta->files[p->meta->n_files++] = c->src[i].file;
+    if (def.have_doc || c->explicit_default)
+        p->meta->files[p->meta->n_files++] = POLICY_DEFAULT_NAME;
+    p->meta->wrote_workspace = c->src[0].slot[LF_WORKSPACE] != NULL;
+
+    ld.home = find_home(&ld, opt);
+    p->info.home = ld.home;
+    if (find_workspace(&ld, opt, &c->src[0], dir) < 0)
+        goto fail;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->src[i].serve_key != NULL && serve_section(&ld) == NULL) {
+            load_error(&ld, name, NULL, "out of memory");
+            goto fail;
+        }
+    apply_keys(&ld, srcs, ns);
     if (p->info.name == NULL) {
         /* no name: the file's base name without its extension */
         const char *b = strrchr(name, '/');
@@ -497,101 +623,74 @@ static struct policy *load_common(const char *name, const char *dir, const char 
         load_error(&ld, name, NULL, "out of memory");
     if (ld.errors > 0)
         goto fail;
-    if (user.have_doc)
-        yaml_document_delete(&user.doc);
-    if (def.have_doc)
-        yaml_document_delete(&def.doc);
-    return p;
+    goto out;
 fail:
     sort_diag(&ld);
-    if (user.have_doc)
-        yaml_document_delete(&user.doc);
+    policy_free(p);
+    p = NULL;
+out:
+    for (size_t i = 0; c != NULL && i < c->n; i++)
+        if (c->src[i].have_doc)
+            yaml_document_delete(&c->src[i].doc);
     if (def.have_doc)
         yaml_document_delete(&def.doc);
-    policy_free(p);
-    errno = EINVAL;
-    return NULL;
+    if (c != NULL)
+        free(c->cat);
+    free(c);
+    if (p == NULL)
+        errno = EINVAL;
+    return p;
+}
+
+static void dir_of(const char *path, char *dir, size_t dirsz)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        strlcpy(dir, ".", dirsz);
+    else if (slash == path)
+        strlcpy(dir, "/", dirsz);
+    else
+        snprintf(dir, dirsz, "%.*s", (int)(slash - path), path);
 }
 
 struct policy *policy_load_buffer(const char *name, const char *buf, size_t len,
                                   const struct policy_options *opt,
                                   struct policy_diag *diag)
 {
-    char dir[PATH_MAX];
-    const char *slash = strrchr(name, '/');
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *r = realpath(name, real);
 
-    if (slash == NULL)
-        strlcpy(dir, ".", sizeof(dir));
-    else if (slash == name)
-        strlcpy(dir, "/", sizeof(dir));
-    else
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - name), name);
+    dir_of(name, dir, sizeof(dir));
     if (opt != NULL && opt->display_path != NULL)
         name = opt->display_path;
-    return load_common(name, dir, buf, len, opt, diag);
+    return load_common(name, r, dir, buf, len, opt, diag);
 }
 
 struct policy *policy_load(const char *path, const struct policy_options *opt,
                            struct policy_diag *diag)
 {
     const char *name = opt && opt->display_path ? opt->display_path : path;
-    char dir[PATH_MAX], *buf = NULL;
-    struct policy *p = NULL;
-    size_t len = 0, cap = 0;
-    int fd, saved;
+    char dir[PATH_MAX], real[PATH_MAX], *buf = NULL;
+    size_t len = 0;
+    int saved;
 
     if (diag != NULL)
         diag->count = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        goto syserr;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 8192;
-            char *nb;
-            if (ncap > POLICY_FILE_MAX + 1)
-                ncap = POLICY_FILE_MAX + 1;
-            if (ncap == cap)
-                break;          /* one byte over: parse_src says how big */
-            nb = realloc(buf, ncap);
-            if (nb == NULL)
-                goto syserr;
-            buf = nb;
-            cap = ncap;
+    if (load_read_file(path, &buf, &len) < 0) {
+        saved = errno;
+        if (diag != NULL && diag->count < POLICY_DIAG_MAX) {
+            snprintf(diag->msg[diag->count], POLICY_DIAG_LEN, "%s:1:1: cannot read: %s",
+                     name, strerror(saved));
+            diag->count++;
         }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            goto syserr;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
+        errno = saved;
+        return NULL;
     }
-    close(fd);
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        strlcpy(dir, ".", sizeof(dir));
-    else if (slash == path)
-        strlcpy(dir, "/", sizeof(dir));
-    else
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    p = load_common(name, dir, buf ? buf : "", len, opt, diag);
+    dir_of(path, dir, sizeof(dir));
+    const char *r = realpath(path, real);
+    struct policy *p = load_common(name, r, dir, buf ? buf : "", len, opt, diag);
     saved = errno;
     free(buf);
     errno = saved;
     return p;
-syserr:
-    saved = errno;
-    if (diag != NULL && diag->count < POLICY_DIAG_MAX) {
-        snprintf(diag->msg[diag->count], POLICY_DIAG_LEN, "%s:1:1: cannot read: %s",
-                 name, strerror(saved));
-        diag->count++;
-    }
-    if (fd >= 0)
-        close(fd);
-    free(buf);
-    errno = saved;
-    return NULL;
 }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "ops.h"
@@ -52,6 +53,9 @@ struct policy_options {
                                  * directory trees) that every read and write
                                  * is denied, whatever the policy says: the
                                  * audit store, the runtime directory */
+    const char *policy_dir;     /* where `extends: NAME` looks for NAME.yaml
+                                 * (and serve/NAME.yaml); NULL: the shipped
+                                 * policies (docs/policy.md, "Composing") */
 };
 
 /* Where an agent's policy and sbx's own files are, as sbx-guard knows them
@@ -256,6 +260,19 @@ const struct policy_info *policy_info(const struct policy *p);
 
 /* One line saying what the policy allows (for sbx-policy check). */
 int policy_summary(const struct policy *p, char *out, size_t outsz);
+
+/* The files P was made of (extends:, docs/policy.md "Composing
+ * policies"): its own first, then its parent, ...; POLICY_DEFAULT_FILE
+ * last when the compiled-in default gave keys or was named.  *OUT points
+ * into P.  0 (and *OUT NULL) for a policy taken from an image. */
+#define POLICY_DEFAULT_FILE "default.yaml"
+size_t policy_files(const struct policy *p, const char *const **out);
+
+/* Writes P as one YAML policy with every key, each value followed by a
+ * comment naming the file (and line) it came from; loading it with the
+ * same workspace and home gives the same rules.  0, or -1 (EINVAL: P came
+ * from an image and no longer knows its sources; or a write error). */
+int policy_expand(const struct policy *p, FILE *out);
 
 /* ---- the serve: section (sbx-serve's profile) ------------------------------
  *

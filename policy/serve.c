@@ -132,9 +132,14 @@ static bool written_twice(struct loader *ld, const struct load_item *items, size
     return false;
 }
 
-static int cmp_str(const void *a, const void *b)
+struct named {
+    const char *name;
+    struct load_origin from;
+};
+
+static int cmp_named(const void *a, const void *b)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
 }
 
 /* ---- the keys ------------------------------------------------------------- */
@@ -149,9 +154,12 @@ static void name_list(struct loader *ld, enum leaf_id id, const struct load_item
     size_t max = imports ? SERVE_LIST_MAX : SERVE_PRE_IMPORTS_MAX;
     const char *what = leaf_path(id);
     const char **texts = arena_alloc(&p->arena, (n + 1) * sizeof(char *));
+    struct named *v = arena_alloc(&p->arena, (n + 1) * sizeof(*v));
+    const char **out = arena_alloc(&p->arena, (n + 1) * sizeof(char *));
+    struct load_origin *from = arena_alloc(&p->arena, (n + 1) * sizeof(*from));
     size_t k = 0;
 
-    if (s == NULL || texts == NULL) {
+    if (s == NULL || texts == NULL || v == NULL || out == NULL || from == NULL) {
         load_error(ld, at_file, at ? &at->start_mark : NULL, "out of memory");
         return;
     }
@@ -164,27 +172,34 @@ static void name_list(struct loader *ld, enum leaf_id id, const struct load_item
         texts[i] = name_item(ld, &items[i], what, !imports);
         if (texts[i] != NULL && written_twice(ld, items, i, texts, what))
             texts[i] = NULL;
-    }
-    const char **out = arena_alloc(&p->arena, (n + 1) * sizeof(char *));
-    if (out == NULL)
-        return;
-    for (size_t i = 0; i < n; i++) {
         if (texts[i] == NULL)
             continue;
-        bool dup = false;
+        bool dup = false;       /* from an earlier file of the chain: once */
         for (size_t j = 0; j < k && !dup; j++)
-            dup = strcmp(out[j], texts[i]) == 0;
-        if (!dup && (out[k] = arena_strdup(&p->arena, texts[i])) != NULL)
+            dup = strcmp(v[j].name, texts[i]) == 0;
+        if (dup)
+            continue;
+        v[k].name = arena_strdup(&p->arena, texts[i]);
+        v[k].from = (struct load_origin){ items[i].file,
+                                          (unsigned)items[i].node->start_mark.line + 1 };
+        if (v[k].name != NULL)
             k++;
     }
+    if (imports)
+        qsort(v, k, sizeof(*v), cmp_named);
+    for (size_t i = 0; i < k; i++) {
+        out[i] = v[i].name;
+        from[i] = v[i].from;
+    }
     if (imports) {
-        qsort(out, k, sizeof(*out), cmp_str);
         s->allowed_imports = out;
         s->n_allowed_imports = k;
     } else {
         s->pre_imports = out;
         s->n_pre_imports = k;
     }
+    if (p->meta != NULL)
+        *(imports ? &p->meta->imports : &p->meta->pre_imports) = from;
 }
 
 /* blocklist: "module.attr", split at the last dot; in order, unique. */
@@ -196,9 +211,10 @@ static void block_list(struct loader *ld, const struct load_item *items, size_t 
     const char *what = leaf_path(LF_SERVE_BLOCKLIST);
     const char **texts = arena_alloc(&p->arena, (n + 1) * sizeof(char *));
     struct policy_serve_block *out = arena_alloc(&p->arena, (n + 1) * sizeof(*out));
+    struct load_origin *from = arena_alloc(&p->arena, (n + 1) * sizeof(*from));
     size_t k = 0;
 
-    if (s == NULL || texts == NULL || out == NULL) {
+    if (s == NULL || texts == NULL || out == NULL || from == NULL) {
         load_error(ld, at_file, at ? &at->start_mark : NULL, "out of memory");
         return;
     }
@@ -241,11 +257,14 @@ static void block_list(struct loader *ld, const struct load_item *items, size_t 
             continue;
         out[k].module = arena_strndup(&p->arena, t, (size_t)(dot - t));
         out[k].attr = arena_strdup(&p->arena, dot + 1);
+        from[k] = (struct load_origin){ it->file, (unsigned)it->node->start_mark.line + 1 };
         if (out[k].module != NULL && out[k].attr != NULL)
             k++;
     }
     s->blocklist = out;
     s->n_blocklist = k;
+    if (p->meta != NULL)
+        p->meta->blocklist = from;
 }
 
 /* enforce or observe; -1 after reporting. */

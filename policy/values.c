@@ -162,29 +162,32 @@ static bool env_name_ok(const char *s)
     return true;
 }
 
-static void env_pass(struct loader *ld, const char *file, yaml_document_t *doc, yaml_node_t *node)
+void values_env_pass(struct loader *ld, const struct load_item *items, size_t n,
+                     yaml_node_t *at, const char *at_file)
 {
     struct policy *p = ld->p;
-    long n = value_want_list(ld, file, node, "env.pass", "variable names");
-    if (n <= 0)
+    const char **names = arena_alloc(&p->arena, (n + 1) * sizeof(char *));
+    struct load_origin *from = arena_alloc(&p->arena, (n + 1) * sizeof(*from));
+    if (names == NULL || from == NULL) {
+        load_error(ld, at_file, at ? &at->start_mark : NULL, "out of memory");
         return;
-    const char **names = arena_alloc(&p->arena, (size_t)n * sizeof(char *));
-    if (names == NULL)
-        return;
+    }
     size_t k = 0;
-    for (yaml_node_item_t *it = node->data.sequence.items.start;
-         it < node->data.sequence.items.top; it++) {
-        yaml_node_t *item = yaml_document_get_node(doc, *it);
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *item = items[i].node;
         const char *s = value_str(item);
         if (s == NULL || !env_name_ok(s)) {
-            load_error(ld, file, &item->start_mark, "env.pass: \"%s\" is not a variable name",
-                       s ? s : value_type_name(item));
+            load_error(ld, items[i].file, &item->start_mark,
+                       "env.pass: \"%s\" is not a variable name", s ? s : value_type_name(item));
             continue;
         }
+        from[k] = (struct load_origin){ items[i].file, (unsigned)item->start_mark.line + 1 };
         names[k++] = arena_strdup(&p->arena, s);
     }
     p->info.env_pass = names;
     p->info.n_env_pass = k;
+    if (p->meta != NULL)
+        p->meta->env_pass = from;
 }
 
 static void env_set(struct loader *ld, const char *file, yaml_document_t *doc, yaml_node_t *node)
@@ -304,43 +307,13 @@ void values_apply(struct loader *ld, enum leaf_id id, const char *file,
             p->read_only_rule.col = (unsigned)node->start_mark.column + 1;
         }
         break;
-    case LF_READ_ALLOW: values_glob_list(ld, POLICY_READ_ALLOW, file, doc, node); break;
-    case LF_READ_DENY: values_glob_list(ld, POLICY_READ_DENY, file, doc, node); break;
-    case LF_WRITE_ALLOW: values_glob_list(ld, POLICY_WRITE_ALLOW, file, doc, node); break;
-    case LF_WRITE_DENY: values_glob_list(ld, POLICY_WRITE_DENY, file, doc, node); break;
-    case LF_EXEC_ALLOW: values_glob_list(ld, POLICY_EXEC_ALLOW, file, doc, node); break;
-    case LF_EXEC_DENY: values_glob_list(ld, POLICY_EXEC_DENY, file, doc, node); break;
-    case LF_CMD_DENY: values_cmd_list(ld, POLICY_CMD_DENY, file, doc, node); break;
-    case LF_CMD_ALLOW: values_cmd_list(ld, POLICY_CMD_ALLOW, file, doc, node); break;
-    case LF_CONNECT_ALLOW: values_net_list(ld, POLICY_CONNECT_ALLOW, file, doc, node); break;
-    case LF_CONNECT_DENY: values_net_list(ld, POLICY_CONNECT_DENY, file, doc, node); break;
-    case LF_BIND_ALLOW: values_net_list(ld, POLICY_BIND_ALLOW, file, doc, node); break;
-    case LF_BIND_DENY: values_net_list(ld, POLICY_BIND_DENY, file, doc, node); break;
     case LF_MAX_WRITE: size_value(ld, file, node, what, &in->max_write_bytes); break;
     case LF_MEMORY: size_value(ld, file, node, what, &in->limits.memory_bytes); break;
     case LF_TIMEOUT: duration_value(ld, file, node, what, &in->limits.timeout_ms); break;
     case LF_CPU: duration_value(ld, file, node, what, &in->limits.cpu_ms); break;
     case LF_PROCESSES: count_value(ld, file, node, what, &in->limits.processes); break;
     case LF_OPEN_FILES: count_value(ld, file, node, what, &in->limits.open_files); break;
-    case LF_ENV_PASS: env_pass(ld, file, doc, node); break;
     case LF_ENV_SET: env_set(ld, file, doc, node); break;
-    case LF_SERVE_ALLOWED_IMPORTS: case LF_SERVE_PRE_IMPORTS: case LF_SERVE_BLOCKLIST: {
-        long n = value_want_list(ld, file, node, what, id == LF_SERVE_BLOCKLIST ?
-                                 "MODULE.ATTRIBUTE names" : "module names");
-        if (n < 0)
-            break;
-        struct load_item *items = reallocarray(NULL, (size_t)n + 1, sizeof(*items));
-        if (items == NULL) {
-            load_error(ld, file, &node->start_mark, "out of memory");
-            break;
-        }
-        for (long i = 0; i < n; i++)
-            items[i] = (struct load_item){ .file = file, .doc = doc, .list = node,
-                .node = yaml_document_get_node(doc, node->data.sequence.items.start[i]) };
-        serve_apply_list(ld, id, items, (size_t)n, node, file);
-        free(items);
-        break;
-    }
     case LF_SERVE_STAGES: case LF_SERVE_RUNTIME_HOOKS: case LF_SERVE_TIMEOUT_MAX:
         serve_apply(ld, id, file, doc, node);
         break;

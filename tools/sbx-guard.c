@@ -347,6 +347,37 @@ static void write_policy_copy(const char *src, const char *dst, const char *want
         err(EXIT_GUARD_FAILED, "%s", dst);
 }
 
+/* A policy made of several files (extends:) is handed to the preload as
+ * its expansion (policy_expand): one file with every key, which loads to
+ * the same rules without reading the parents again, so that editing them
+ * during the run changes nothing, as for a single file. */
+static void write_expanded_copy(const struct policy *p, const char *dst)
+{
+    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+    if (fd < 0)
+        err(EXIT_GUARD_FAILED, "%s", dst);
+    FILE *f = fdopen(fd, "w");
+    if (!f)
+        err(EXIT_GUARD_FAILED, "%s", dst);
+    if (policy_expand(p, f) < 0 || fclose(f) == EOF) {
+        int e = errno;
+        unlink(dst);
+        errno = e;
+        err(EXIT_GUARD_FAILED, "%s", dst);
+    }
+}
+
+/* True if P extends a file (the compiled-in default does not count). */
+static bool policy_is_chained(const struct policy *p)
+{
+    const char *const *files;
+    size_t n = policy_files(p, &files);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(files[i], POLICY_DEFAULT_FILE) != 0)
+            return true;
+    return false;
+}
+
 /* ---- supervision ----------------------------------------------------------- */
 
 struct guard {
@@ -680,7 +711,10 @@ static void write_copies(struct run *r, struct guard *g)
     if (sbx_mkdir_p(agents_dir, 0700) < 0)
         err(EXIT_GUARD_FAILED, "%s", agents_dir);
     snprintf(r->copy, sizeof r->copy, "%s/%s.yaml", agents_dir, r->run_id);
-    write_policy_copy(r->policy_path, r->copy, r->info->sha256);
+    if (policy_is_chained(r->pol))
+        write_expanded_copy(r->pol, r->copy);
+    else
+        write_policy_copy(r->policy_path, r->copy, r->info->sha256);
     g->req.policy_copy = r->copy;
     resolve_loose(r->policy_path, r->origin, sizeof r->origin);
     snprintf(r->image, sizeof r->image, "%s%s", r->copy, SBX_POLICY_IMAGE_SUFFIX);

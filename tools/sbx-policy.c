@@ -1,12 +1,14 @@
 /*
  * sbx-policy — check a policy file, or explain one decision.
  *
- *   sbx-policy check FILE...
+ *   sbx-policy check [--expanded] [--workspace DIR] FILE...
  *   sbx-policy explain [--workspace DIR] FILE OP TARGET
  *   sbx-policy --help | --version
  *
  * check prints one summary line per good file; for a bad one it prints
- * every error as FILE:LINE:COL: message.  explain prints allow or deny,
+ * every error as FILE:LINE:COL: message.  --expanded prints each good file
+ * instead as the whole policy it amounts to (extends: followed, every key
+ * written, each value's file in a comment): a policy file itself.  explain prints allow or deny,
  * the rule that decided, why, and which layers enforce it.
  * Exit: check 0 all good, 1 a file has errors; explain 0 allow, 1 deny;
  * 2 bad usage or a target that cannot be judged (both).
@@ -31,7 +33,7 @@
 #define EXIT_USAGE 2    /* also: a target that cannot be judged */
 
 static const char synopsis[] =
-    "usage: sbx-policy check FILE...\n"
+    "usage: sbx-policy check [--expanded] [--workspace DIR] FILE...\n"
     "       sbx-policy explain [--workspace DIR] FILE OP TARGET\n"
     "       sbx-policy --help | --version\n";
 
@@ -47,6 +49,10 @@ static void __attribute__((noreturn)) help(void)
     fputs("\n"
         "check    print a one-line summary of each FILE, or every error as\n"
         "         FILE:LINE:COL: message; exit 0 if all are good, 1 if not\n"
+        "  -e, --expanded       print each good FILE as the whole policy it\n"
+        "                       amounts to (extends: followed, every key, each\n"
+        "                       value's file and line in a comment); it loads\n"
+        "                       to the same rules with the same workspace\n"
         "explain  decide one operation as the guard would and say why:\n"
         "         OP is open-read, open-write, exec, connect, bind, unlink,\n"
         "         rename, mkdir, rmdir, link, symlink, chmod, chown, truncate,\n"
@@ -62,10 +68,11 @@ static void __attribute__((noreturn)) help(void)
     exit(0);
 }
 
-/* The options of a command: --help, and --workspace where WORKSPACE is
- * not NULL.  Returns the index of the first operand.  '+': the operands
- * are file names and command lines, never options, from the first on. */
-static int parse_options(int argc, char **argv, const char **workspace)
+/* The options of a command: --help, --workspace where WORKSPACE is not
+ * NULL, --expanded where EXPANDED is not NULL.  Returns the index of the
+ * first operand.  '+': the operands are file names and command lines,
+ * never options, from the first on. */
+static int parse_options(int argc, char **argv, const char **workspace, bool *expanded)
 {
     /* getopt's messages begin with ARGV[0]: the program's name, as err(3)'s
      * do, not the command's. */
@@ -75,16 +82,24 @@ static int parse_options(int argc, char **argv, const char **workspace)
         { "workspace", required_argument, NULL, 'w' },
         { NULL, 0, NULL, 0 },
     };
+    static const struct option check_opts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "workspace", required_argument, NULL, 'w' },
+        { "expanded", no_argument, NULL, 'e' },
+        { NULL, 0, NULL, 0 },
+    };
     static const struct option help_only[] = {
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, workspace ? "+hw:" : "+h",
-                            workspace ? longopts : help_only, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, expanded ? "+hew:" : workspace ? "+hw:" : "+h",
+                            expanded ? check_opts : workspace ? longopts : help_only,
+                            NULL)) != -1) {
         switch (c) {
         case 'h': help();
         case 'w': if (workspace) *workspace = optarg; break;   /* only offered then */
+        case 'e': if (expanded) *expanded = true; break;
         default: usage();
         }
     }
@@ -94,14 +109,17 @@ static int parse_options(int argc, char **argv, const char **workspace)
 static int cmd_check(int argc, char **argv)
 {
     int rc = 0;
-    int first = parse_options(argc, argv, NULL);
+    bool expanded = false;
+    const char *workspace = NULL;
+    int first = parse_options(argc, argv, &workspace, &expanded);
     if (first >= argc) {
         warnx("check: no FILE given");
         usage();
     }
+    struct policy_options opt = { .workspace = workspace };
     for (int i = first; i < argc; i++) {
         struct policy_diag diag;
-        struct policy *p = policy_load(argv[i], NULL, &diag);
+        struct policy *p = policy_load(argv[i], &opt, &diag);
         char line[1024];
         if (p == NULL) {
             for (unsigned k = 0; k < diag.count && k < POLICY_DIAG_MAX; k++)
@@ -111,6 +129,14 @@ static int cmd_check(int argc, char **argv)
             if (diag.count == 0)
                 warn("%s", argv[i]);
             rc = 1;
+            continue;
+        }
+        if (expanded) {
+            if (policy_expand(p, stdout) < 0 || fflush(stdout) == EOF) {
+                warn("%s: cannot write the expansion", argv[i]);
+                rc = 1;
+            }
+            policy_free(p);
             continue;
         }
         if (policy_summary(p, line, sizeof(line)) < 0)
@@ -220,7 +246,7 @@ static int cmd_explain(int argc, char **argv)
     struct policy *p = NULL;
     int op, rc = EXIT_USAGE;
 
-    int first = parse_options(argc, argv, &opt.workspace);
+    int first = parse_options(argc, argv, &opt.workspace, NULL);
     argc -= first;
     argv += first;
     if (argc != 3) {

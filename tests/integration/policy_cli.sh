@@ -86,7 +86,7 @@ test_explain_with_a_bad_op_exits_2() {
 
 test_help_prints_usage_and_exits_0() {
     out=$(sbx-policy --help)
-    assert_contains "$out" "usage: sbx-policy check FILE..."
+    assert_contains "$out" "usage: sbx-policy check [--expanded] [--workspace DIR] FILE..."
     rc=0; sbx-policy 2>/dev/null || rc=$?
     assert_eq "$rc" 2 "no arguments"
 }
