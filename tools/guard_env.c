@@ -104,6 +104,43 @@ fail:
     return NULL;
 }
 
+/* CA bundles and proxies: what node, Python's requests and pip, curl and
+ * git read to trust a corporate CA or reach the network through a proxy. */
+static const char *const needed[] = {
+    "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO",
+    "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+};
+
+size_t guard_env_dropped(const struct policy *p, char *const host_env[], char *out,
+                         size_t outsz)
+{
+    const struct policy_info *info = policy_info(p);
+    size_t n = 0;
+
+    if (outsz > 0)
+        out[0] = '\0';
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        const char *name = needed[i];
+        bool kept = false;
+        if (guard_env_get(host_env, name) == NULL)
+            continue;
+        for (size_t j = 0; j < info->n_env_pass && !kept; j++)
+            kept = strcmp(info->env_pass[j], name) == 0;
+        for (size_t j = 0; j < info->n_env_set && !kept; j++)
+            kept = strcmp(info->env_set_name[j], name) == 0;
+        if (kept)
+            continue;
+        if (outsz > 0) {
+            if (n > 0)
+                strlcat(out, ", ", outsz);
+            strlcat(out, name, outsz);
+        }
+        n++;
+    }
+    return n;
+}
+
 void guard_env_free(char **env)
 {
     for (size_t i = 0; env && env[i]; i++)

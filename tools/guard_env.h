@@ -31,6 +31,15 @@ char **guard_env_build(const struct policy *p, char *const host_env[],
                        const struct guard_env_vars *v);
 void guard_env_free(char **env);
 
+/* The variables agents commonly need to reach the network (CA bundles,
+ * proxies: GUARD_ENV_NEEDED) that are set in HOST_ENV but that P's
+ * env.pass drops (and env.set does not set), written to OUT separated by
+ * ", " (truncated to fit).  Returns how many there are.  sbx-guard says so
+ * once at start: behind a corporate proxy, HTTPS fails without them and
+ * nothing else would tell the user why. */
+size_t guard_env_dropped(const struct policy *p, char *const host_env[], char *out,
+                         size_t outsz);
+
 /* The value of NAME in ENV, or NULL. */
 const char *guard_env_get(char *const env[], const char *name);
 

@@ -738,6 +738,10 @@ static void build_env(struct run *r)
     r->envp = guard_env_build(r->pol, environ, &vars);
     if (!r->envp)
         errx(EXIT_GUARD_FAILED, "out of memory");
+    char dropped[512];
+    if (guard_env_dropped(r->pol, environ, dropped, sizeof dropped) > 0)
+        warnx("env.pass of %s drops %s (set here, not passed to the agent); to pass them: "
+              "env: pass: {add: [%s]}", r->info->file, dropped, dropped);
 }
 
 /* 6, 7 and the supervision: decides the agent's own command, starts it

@@ -93,11 +93,36 @@ static void test_env_build_fails_cleanly_at_every_allocation(void **state)
     policy_free(p);
 }
 
+/* Set here and commonly needed (CA bundles, proxies), dropped by env.pass:
+ * named, in a fixed order; passed, set by env.set, or not set: not named. */
+static void test_env_dropped_names_needed_variables_the_policy_drops(void **state)
+{
+    (void)state;
+    static const char y[] =
+        "version: 1\nenv:\n  pass: [PATH, HTTPS_PROXY]\n  set: {SSL_CERT_FILE: /x}\n";
+    struct policy_diag d;
+    struct policy *p = policy_load_buffer("p.yaml", y, sizeof y - 1, &opt, &d);
+    assert_non_null(p);
+    char *env[] = { "PATH=/usr/bin", "HTTPS_PROXY=http://p:1", "SSL_CERT_FILE=/y",
+                    "no_proxy=localhost", "NODE_EXTRA_CA_CERTS=/c.pem", "OTHER=1", NULL };
+    char out[256];
+    assert_int_equal(guard_env_dropped(p, env, out, sizeof out), 2);
+    assert_string_equal(out, "NODE_EXTRA_CA_CERTS, no_proxy");
+    char tiny[8];
+    assert_int_equal(guard_env_dropped(p, env, tiny, sizeof tiny), 2);
+    assert_string_equal(tiny, "NODE_EX");
+    char *none[] = { "PATH=/usr/bin", NULL };
+    assert_int_equal(guard_env_dropped(p, none, out, sizeof out), 0);
+    assert_string_equal(out, "");
+    policy_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_passes_named_variables_and_env_set_replaces_them),
         cmocka_unit_test(test_env_build_fails_cleanly_at_every_allocation),
+        cmocka_unit_test(test_env_dropped_names_needed_variables_the_policy_drops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
