@@ -39,6 +39,64 @@ test_every_shipped_policy_runs_a_real_program_and_keeps_dotenv_from_it() {
     [ "$n" -ge 6 ] || fail "only $n runs: where are the shipped policies?"
 }
 
+# Private keys stay unreadable in every enforcing shipped policy, presets
+# included (they extend default.yaml and add only their agent's files).
+test_every_enforcing_shipped_policy_keeps_private_keys_unreadable() {
+    printf -- '-----BEGIN PRIVATE KEY-----\nSECRET_KEY_ws\n' > key.pem
+    cp key.pem id_rsa
+    mkdir -p "$HOME/.ssh" && cp key.pem "$HOME/.ssh/id_ed25519"
+    n=0
+    for p in "$POLICIES"/*.yaml; do
+        name=$(basename "$p" .yaml)
+        sbx-policy check "$p" | grep -q ': enforce;' || continue
+        n=$((n + 1))
+        rc=0
+        out=$(guard --isolation auto --name "k$n" --policy "$p" -- \
+            sh -c 'cat key.pem; cat id_rsa; cat ~/.ssh/id_ed25519; echo ran' 2>&1) || rc=$?
+        assert_contains "$out" ran "$name: the shell ran"
+        assert_not_contains "$out" SECRET_KEY "$name"
+        expect_row "agent=k$n" op=open-read decision=deny "target~/key.pem"
+    done
+    [ "$n" -ge 6 ] || fail "only $n enforcing policies"
+}
+
+# The presets: each loads as an extension of the default and lets its agent
+# use its own files, nothing more (sbx-policy explain decides as the guard).
+test_agent_presets_allow_their_agents_files_and_keep_the_defaults_secrets() {
+    allow() { rc=0; out=$(sbx-policy explain "$POLICIES/$1.yaml" "$2" "$3") || rc=$?
+              assert_eq "$rc" 0 "$1: $2 $3: $out"; }
+    deny() { rc=0; out=$(sbx-policy explain "$POLICIES/$1.yaml" "$2" "$3") || rc=$?
+             assert_eq "$rc" 1 "$1: $2 $3: $out"; }
+    for p in claude-code codex aider framework-agent; do
+        [ -f "$POLICIES/$p.yaml" ] || fail "policies/$p.yaml is missing"
+        sbx-policy check --expanded "$POLICIES/$p.yaml" | grep -q "^# Made of: .*$p.yaml <- default.yaml" ||
+            fail "$p does not extend the default"
+        for f in .env key.pem "$HOME/.ssh/id_ed25519" "$HOME/.aws/credentials"; do
+            deny "$p" open-read "$f"
+        done
+        deny "$p" open-write "$HOME/.bashrc"
+        deny "$p" connect 169.254.169.254:80
+    done
+    allow claude-code open-write "$HOME/.claude/projects/x.jsonl"
+    allow claude-code open-write "$HOME/.claude.json"
+    allow claude-code open-write "$HOME/.local/share/claude/versions/2.0.0"
+    allow claude-code exec "$HOME/.local/share/claude/versions/2.0.0"
+    deny codex open-write "$HOME/.claude.json"
+    allow codex open-write "$HOME/.codex/sessions/a.jsonl"
+    allow codex open-read "$HOME/.codex/config.toml"
+    allow aider open-read "$HOME/.aider.conf.yml"
+    allow aider open-write "$HOME/.aider/caches/x"
+    allow aider exec "$HOME/.local/share/uv/tools/aider-chat/bin/aider"
+    allow aider exec "$HOME/.local/share/pipx/venvs/aider-chat/bin/aider"
+    allow framework-agent connect localhost:8000
+    allow framework-agent connect 127.0.0.1:8000
+    allow framework-agent connect api.openai.com:443
+    allow framework-agent connect api.anthropic.com:443
+    deny framework-agent connect 127.0.0.1:5432
+    deny framework-agent connect example.com:443
+    allow default connect example.com:443
+}
+
 # What the default policy calls a secret: private keys, credentials, .env
 # files; a certificate or a CA bundle (pip's certifi/cacert.pem) is not one.
 test_default_policy_denies_private_keys_and_credentials_not_public_certificates() {
