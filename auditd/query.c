@@ -165,15 +165,22 @@ int audit_store_stats(struct audit_store *st, const char *agent,
 {
     /* By the agent column, not agent_ref: the daemon's own rows have no
      * agent and are summarised too, under NULL. */
+    /* In audit mode nothing is denied: a call the policy would have
+     * denied is recorded as allowed with a reason beginning "audit:" (a
+     * would-be denial).  Both kinds are counted, and listed by op and
+     * target, which is what a person writing a policy looks for. */
+#define WOULD_DENY "(decision = 'allow' AND substr(reason, 1, 6) = 'audit:')"
     static const char summary_sql[] =
-        "SELECT agent, count(*), sum(decision = 'deny'), min(ts), max(ts) FROM events"
+        "SELECT agent, count(*), sum(decision = 'deny'), min(ts), max(ts),"
+        " sum(" WOULD_DENY ") FROM events"
         " WHERE ?1 IS NULL OR agent = ?1 GROUP BY agent ORDER BY min(ts)";
     static const char ops_sql[] =
-        "SELECT op, count(*) FROM events WHERE agent IS ?1 AND decision = 'deny'"
-        " GROUP BY op ORDER BY 2 DESC, 1";
+        "SELECT op, count(*) FROM events WHERE agent IS ?1 AND (decision = 'deny' OR "
+        WOULD_DENY ") GROUP BY op ORDER BY 2 DESC, 1";
     static const char targets_sql[] =
-        "SELECT target, count(*) FROM events WHERE agent IS ?1 AND decision = 'deny'"
-        " GROUP BY target ORDER BY 2 DESC, 1 LIMIT ?2";
+        "SELECT target, count(*) FROM events WHERE agent IS ?1 AND (decision = 'deny' OR "
+        WOULD_DENY ") GROUP BY target ORDER BY 2 DESC, 1 LIMIT ?2";
+#undef WOULD_DENY
     sqlite3_stmt *q = NULL, *qops = NULL, *qtargets = NULL;
     struct counts ops = { 0 }, targets = { 0 };
     int rc = -1, s;
@@ -189,8 +196,9 @@ int audit_store_stats(struct audit_store *st, const char *agent,
             .agent = (const char *)sqlite3_column_text(q, 0),
             .events = sqlite3_column_int64(q, 1), .denied = sqlite3_column_int64(q, 2),
             .first_ns = sqlite3_column_int64(q, 3), .last_ns = sqlite3_column_int64(q, 4),
+            .would_deny = sqlite3_column_int64(q, 5),
         };
-        if (a.denied) {
+        if (a.denied || a.would_deny) {
             sqlite3_reset(qops);
             sqlite3_reset(qtargets);
             if (a.agent) {

@@ -166,10 +166,11 @@ struct audit_count {
 struct audit_agent_stats {
     const char *agent;          /* NULL: rows without an agent (sbx's own) */
     int64_t events, denied;
+    int64_t would_deny;         /* audit mode: allowed, reason "audit: ..." */
     int64_t first_ns, last_ns;  /* ts of its first and last event */
-    /* Its denials per op, and its most denied targets (at most
-     * AUDIT_STATS_TOP_TARGETS), each most first, then by name.  Empty
-     * when nothing was denied. */
+    /* Its denials and would-be denials per op, and its most denied targets
+     * (at most AUDIT_STATS_TOP_TARGETS), each most first, then by name.
+     * Empty when nothing was denied or would have been. */
     const struct audit_count *denied_ops, *denied_targets;
     size_t n_denied_ops, n_denied_targets;
 };

@@ -309,11 +309,14 @@ static int print_stats(const struct audit_agent_stats *a, void *arg)
     (*nagents)++;
     /* names and targets come from agents: escaped for the terminal */
     char esc[600];
-    printf("agent %s\n  events     %lld (%lld denied)\n  first seen %s\n  last seen  %s\n",
+    char would[64] = "";
+    if (a->would_deny)          /* audit mode: nothing denied, this much would be */
+        snprintf(would, sizeof would, ", %lld would be denied", (long long)a->would_deny);
+    printf("agent %s\n  events     %lld (%lld denied%s)\n  first seen %s\n  last seen  %s\n",
            a->agent ? afmt_escape(a->agent, esc, sizeof esc) : "(none: daemon records)",
-           (long long)a->events, (long long)a->denied, first, last);
-    if (a->denied) {
-        printf("  denials by op:");
+           (long long)a->events, (long long)a->denied, would, first, last);
+    if (a->denied || a->would_deny) {
+        printf(a->would_deny ? "  denials and would-be denials by op:" : "  denials by op:");
         for (size_t i = 0; i < a->n_denied_ops; i++)
             printf(" %s %lld", a->denied_ops[i].name, (long long)a->denied_ops[i].n);
         printf("\n  top denied targets:\n");
