@@ -253,8 +253,9 @@ struct loader {
     struct policy_diag *diag;
     unsigned errors;
     const char *home;               /* NULL: none known */
-    size_t pos[POLICY_DIAG_MAX];    /* line << 20 | col of each kept message,
-                                     * to show them in file order */
+    uint64_t pos[POLICY_DIAG_MAX];  /* file rank << 44 | line << 20 | col of
+                                     * each kept message, to show them in
+                                     * file order */
     struct { const char *in, *out; } memo[LOAD_MEMO_MAX];  /* resolved roots */
     unsigned nmemo;
     /* The files of the chain, the furthest ancestor first and the policy's

@@ -91,8 +91,8 @@ void load_error(struct loader *ld, const char *file, const yaml_mark_t *mark,
         }
         /* the default's messages (a broken build) go first, then the
          * policy's own, then its parent's, ... each in line order */
-        size_t line = mark ? mark->line + 1 : 1, col = mark ? mark->column + 1 : 1;
-        size_t rank = ld->nfiles + 1;
+        uint64_t line = mark ? mark->line + 1 : 1, col = mark ? mark->column + 1 : 1;
+        uint64_t rank = ld->nfiles + 1;
         for (unsigned i = 0; i < ld->nfiles; i++)
             if (strcmp(ld->files[i], file) == 0) {
                 rank = i + 1;
@@ -418,7 +418,7 @@ static void sort_diag(struct loader *ld)
         return;
     unsigned n = d->count < POLICY_DIAG_MAX ? d->count : POLICY_DIAG_MAX;
     for (unsigned i = 1; i < n; i++) {
-        size_t key = ld->pos[i];
+        uint64_t key = ld->pos[i];
         unsigned j = i;
         memcpy(tmp, d->msg[i], POLICY_DIAG_LEN);
         while (j > 0 && ld->pos[j - 1] > key) {
