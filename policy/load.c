@@ -98,8 +98,10 @@ void load_error(struct loader *ld, const char *file, const yaml_mark_t *mark,
                 rank = i + 1;
                 break;
             }
-        ld->pos[ld->diag->count] = strcmp(file, POLICY_DEFAULT_NAME) == 0 ? 0 :
-                                   (rank << 44 | (line & 0xffffff) << 20 | (col & 0xfffff));
+        uint64_t key = rank;
+        key = key << 24 | (line & 0xffffff);
+        key = key << 20 | (col & 0xfffff);
+        ld->pos[ld->diag->count] = strcmp(file, POLICY_DEFAULT_NAME) == 0 ? 0 : key;
     }
     if (ld->diag != NULL)
         ld->diag->count++;
@@ -438,6 +440,8 @@ static void sort_diag(struct loader *ld)
 static void apply_keys(struct loader *ld, struct load_src *const *srcs, size_t n)
 {
     struct policy *p = ld->p;
+    if (n == 0)
+        return;
     struct load_src *own = srcs[n - 1];
 
     for (int i = 0; i < LF__COUNT; i++) {
