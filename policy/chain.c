@@ -179,6 +179,47 @@ static void suggest_shipped(const char *dir, const char *name, char *out, size_t
     }
 }
 
+/* The first NAME.yaml, then serve/NAME.yaml, in the shipped directories:
+ * 0 with PATH (resolved), or -1 with LOOKED the directories tried. */
+static int find_shipped(const struct policy_options *opt, const char *name, char *path,
+                        size_t pathsz, char *looked, size_t lookedsz)
+{
+    char dirs[3][PATH_MAX];
+    size_t nd = shipped_dirs(opt, dirs);
+
+    looked[0] = '\0';
+    for (size_t i = 0; i < nd; i++) {
+        for (int sub = 0; sub < 2; sub++) {
+            int n = snprintf(path, pathsz, "%s%s/%s.yaml", dirs[i], sub ? "/serve" : "", name);
+            if (n > 0 && (size_t)n < pathsz && regular(path)) {
+                /* messages name it plainly: /usr/local/share/sbx/policies/x.yaml */
+                char clean[PATH_MAX];
+                if (realpath(path, clean) != NULL)
+                    strlcpy(path, clean, pathsz);
+                return 0;
+            }
+        }
+        strlcat(looked, i ? ", " : "", lookedsz);
+        strlcat(looked, dirs[i], lookedsz);
+    }
+    return -1;
+}
+
+int policy_shipped_path(const char *name, const struct policy_options *opt, char *out,
+                        size_t outsz)
+{
+    char looked[1024];
+    if (!name_ok(name) || strcmp(name, "default") == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (find_shipped(opt, name, out, outsz, looked, sizeof(looked)) < 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
+}
+
 /* Where `extends: TEXT` (written in a file whose directory is DIR) points:
  * PATH gets the file to read, DISPLAY the name for messages.  1 for the
  * compiled-in default, 0 for a file, -1 after reporting. */
@@ -193,7 +234,7 @@ static int locate(struct loader *ld, const struct policy_options *opt, const cha
                    text && *text ? "a NUL character" : value_type_name(node));
         return -1;
     }
-    if (strcmp(text, "default") == 0 || strcmp(text, POLICY_DEFAULT_NAME) == 0)
+    if (strcmp(text, "default") == 0)
         return 1;
     if (strchr(text, '/') != NULL || (strlen(text) > 5 &&
         (strcmp(text + strlen(text) - 5, ".yaml") == 0 ||
@@ -217,22 +258,11 @@ static int locate(struct loader *ld, const struct policy_options *opt, const cha
                    "(./%s)", text, text);
         return -1;
     }
-    char dirs[3][PATH_MAX], looked[1024] = "";
+    char looked[1024];
+    if (find_shipped(opt, text, path, pathsz, looked, sizeof(looked)) == 0)
+        return 0;
+    char dirs[3][PATH_MAX];
     size_t nd = shipped_dirs(opt, dirs);
-    for (size_t i = 0; i < nd; i++) {
-        for (int sub = 0; sub < 2; sub++) {
-            int n = snprintf(path, pathsz, "%s%s/%s.yaml", dirs[i], sub ? "/serve" : "", text);
-            if (n > 0 && (size_t)n < pathsz && regular(path)) {
-                /* messages name it plainly: /usr/local/share/sbx/policies/x.yaml */
-                char clean[PATH_MAX];
-                if (realpath(path, clean) != NULL)
-                    strlcpy(path, clean, pathsz);
-                return 0;
-            }
-        }
-        strlcat(looked, i ? ", " : "", sizeof(looked));
-        strlcat(looked, dirs[i], sizeof(looked));
-    }
     char near[64] = "";
     for (size_t i = 0; i < nd && near[0] == '\0'; i++)
         suggest_shipped(dirs[i], text, near, sizeof(near));

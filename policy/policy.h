@@ -268,6 +268,17 @@ int policy_summary(const struct policy *p, char *out, size_t outsz);
 #define POLICY_DEFAULT_FILE "default.yaml"
 size_t policy_files(const struct policy *p, const char *const **out);
 
+/* The file of the shipped policy NAME (what `extends: NAME` reads; for
+ * sbx-serve --profile NAME): NAME.yaml, then serve/NAME.yaml, in
+ * OPT->policy_dir, else the source tree's policies/ when the program runs
+ * from the tree's build directory, else PREFIX/share/sbx/policies next to
+ * the program, else the PREFIX sbx was built for (docs/policy.md).  0 with
+ * OUT the resolved path; -1 with errno EINVAL (not a name: letters, digits,
+ * '-', '_', '.', or "default", which is compiled in and has no file to
+ * name) or ENOENT. */
+int policy_shipped_path(const char *name, const struct policy_options *opt, char *out,
+                        size_t outsz);
+
 /* Writes P as one YAML policy with every key, each value followed by a
  * comment naming the file (and line) it came from; loading it with the
  * same workspace and home gives the same rules.  0, or -1 (EINVAL: P came

@@ -313,7 +313,21 @@ static void test_shipped_names_are_found_with_a_suggestion_when_misspelled(void 
                  "\"agent\"?)");
     put("m2.yaml", "version: 1\nextends: zzzzzzzz\n");
     expect_error("m2.yaml", "m2.yaml:2:10: extends: no shipped policy \"zzzzzzzz\" (looked in");
+    /* the same lookup, for sbx-serve --profile NAME */
+    char found[PATH_MAX];
+    assert_int_equal(policy_shipped_path("minimal", &opt, found, sizeof found), 0);
+    assert_non_null(strstr(found, "/shipped/serve/minimal.yaml"));
+    errno = 0;
+    assert_int_equal(policy_shipped_path("nope", &opt, found, sizeof found), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(policy_shipped_path("../etc", &opt, found, sizeof found), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(policy_shipped_path("default", &opt, found, sizeof found), -1);
+    assert_int_equal(errno, EINVAL);
     opt.policy_dir = NULL;
+    /* without a directory given, the tests (build/tests) find the tree's */
+    assert_int_equal(policy_shipped_path("strict", NULL, found, sizeof found), 0);
+    assert_non_null(strstr(found, "/policies/strict.yaml"));
 }
 
 static void test_serve_imports_and_blocklist_add_up_and_other_keys_replace(void **state)
