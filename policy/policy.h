@@ -2,9 +2,11 @@
  * policy.h — the policy engine: YAML policy -> compiled, immutable policy ->
  * decisions.
  *
- * policy_load() reads a policy file (schema: ../shared/CONTRACT.md), takes
- * every missing key from the shipped default policy (compiled in from
- * policies/default.yaml), expands and compiles every glob and PCRE2 pattern
+ * policy_load() reads a policy file (schema: ../shared/CONTRACT.md) and
+ * the files it extends (extends:, at most 8), applies their list edits
+ * ({add, remove}), takes every key still missing from the shipped default
+ * policy (compiled in from policies/default.yaml), expands and compiles
+ * every glob and PCRE2 pattern
  * (JIT), and returns a struct policy that never changes afterwards.  Every
  * error is reported as "FILE:LINE:COL: what is wrong" in a policy_diag, and
  * then nothing is returned (no half-loaded policy).
