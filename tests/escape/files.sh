@@ -227,6 +227,20 @@ test_a_hard_link_made_before_start_is_unreadable_with_supervised_opens() {
     expect_row op=open-read decision=deny layer=supervisor "target~/notes.txt" "reason~hard link"
 }
 
+test_swapping_a_symlink_between_an_allowed_file_and_a_new_env_file_never_leaks_it_with_supervised_opens() {
+    # The supervisor opens the file itself and hands the descriptor in
+    # (SECCOMP_IOCTL_NOTIF_ADDFD): what it judged is what the agent gets.
+    # The old check-then-carry-on let the kernel open the path again, and
+    # a child swapping the symlink in a loop won that race.
+    echo allowed >notes.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- /bin/sh -c \
+        "echo SECRET >made.txt && $ESC rename made.txt .env >/dev/null; $ESC symrace link notes.txt .env 3000") || true
+    assert_contains "$out" ": 0 with SECRET"
+    reads=$(printf '%s\n' "$out" | sed -n 's/^read \([0-9]*\):.*/\1/p')
+    [ "${reads:-0}" -gt 100 ] || fail "the allowed file was read only ${reads:-0} times: $out"
+    expect_row op=open-read decision=deny layer=supervisor "target~/.env" "rule~files.read.deny"
+}
+
 test_supervised_opens_leave_ordinary_work_alone() {
     git init -q .
     echo hello >README
