@@ -107,6 +107,7 @@ static struct ll_rule *ll_rules;
 static size_t n_ll_rules;
 static uint64_t ll_handled;
 static bool ll_canonical;       /* paths resolved in the agent's view yet */
+static int agent_root = -1;     /* O_PATH of the agent's root, once seen */
 static char (*hides)[4096];
 static size_t n_hides;
 static char (*keeps)[4096];     /* reachable inside a hidden directory */
@@ -124,6 +125,9 @@ int iso_supervise_plan(const struct iso_landlock *ll, const struct iso_mounts *m
     n_ll_rules = n_hides = n_keeps = 0;
     ll_handled = ll && ll->abi > 0 ? ll->handled_fs : 0;
     ll_canonical = false;
+    if (agent_root >= 0)
+        close(agent_root);
+    agent_root = -1;
     if (ll_handled && ll->n_rules) {
         if ((ll_rules = calloc(ll->n_rules, sizeof *ll_rules)) == NULL)
             return -1;
@@ -371,6 +375,31 @@ static bool is_fd_link(const char *path)
 
 #define OPEN_ATTEMPTS 4
 
+/* ENOENT, and ABS's directory is there and its last name is not: the
+ * common case (a search along a path), told apart in two system calls
+ * from a symlink into the caller's /proc/self that we cannot walk. */
+static bool plainly_missing(const struct caller *c, const char *abs)
+{
+    struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT };
+    char dir[PATH_MAX];
+    const char *slash = strrchr(abs, '/');
+    struct stat st;
+    bool missing;
+    int dfd;
+
+    if (slash == NULL || (size_t)(slash - abs) >= sizeof dir || slash[1] == '\0'
+        || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0)
+        return false;
+    memcpy(dir, abs, (size_t)(slash - abs));
+    dir[slash - abs] = '\0';
+    dfd = (int)syscall(SYS_openat2, c->root, dir[0] ? dir : "/", &how, sizeof how);
+    if (dfd < 0)
+        return false;
+    missing = fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+    close(dfd);
+    return missing;
+}
+
 /* Opens ABS in the caller's view with FLAGS and RESOLVE.  Magic links
  * (/proc/N/fd/K, /proc/N/cwd, ...) are not followed by RESOLVE_IN_ROOT:
  * where the walk meets one (EXDEV) or a /proc/self it cannot see (ENOENT),
@@ -407,7 +436,7 @@ static int open_in_view(struct caller *c, char *abs, size_t abssz, uint64_t flag
         e = errno;
         if (e == EAGAIN && !(resolve & RESOLVE_CACHED))
             continue;           /* a rename raced the walk: walk again */
-        if ((e != EXDEV && e != ENOENT) || (tried_view && strncmp(abs, "/proc/", 6) != 0)) {
+        if (e != EXDEV && e != ENOENT) {
             errno = e == EXDEV ? ELOOP : e;
             return -1;
         }
@@ -428,12 +457,10 @@ static int open_in_view(struct caller *c, char *abs, size_t abssz, uint64_t flag
                     && strlcpy(abs, r, abssz) < abssz)
                     continue;
             }
-            errno = e == EXDEV ? ELOOP : e;
-            return -1;
         }
         /* Through a symlink into /proc (/dev/stdin, /dev/fd/3, /etc/mtab):
          * resolved as the caller sees it, then opened again. */
-        if (tried_view) {
+        if (tried_view || (e == ENOENT && plainly_missing(c, abs))) {
             errno = e == EXDEV ? ELOOP : e;
             return -1;
         }
@@ -561,8 +588,10 @@ static int judge_opened(const struct iso_request *req, int fd, const struct stat
 
     if (fd_name(fd, name, namesz) < 0)
         return EACCES;
-    if (name[0] != '/')
-        return 0;               /* pipe:[..], socket:[..], anon_inode: no name to judge */
+    /* pipe:[..], socket:[..], anon_inode:, a memfd reopened: no name to
+     * judge, and Landlock leaves these kernel-internal files alone too. */
+    if (name[0] != '/' || strncmp(name, "/memfd:", 7) == 0)
+        return 0;
     if (iso_open_judge(req, name, flags, ev)) {
         *report = true;
         return EACCES;
@@ -715,14 +744,19 @@ int iso_answer_open(const struct iso_request *req, pid_t pid, long nr, const __u
         }
         goto opened;
     }
-    {
+    /* The agent's root, opened once: every process of the agent has the
+     * same one (it cannot chroot or pivot_root: no capabilities, and no
+     * new namespaces), and an open of /proc/PID/root per call is a cost
+     * each open of the agent pays. */
+    if (agent_root < 0) {
         char root[48];
         snprintf(root, sizeof root, "/proc/%d/root", (int)pid);
-        if ((c.root = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        if ((agent_root = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
             ans->err = ESRCH;
             return 0;
         }
     }
+    c.root = agent_root;
     if (!ll_canonical)
         canonicalise_rules(c.root);
 
@@ -795,7 +829,7 @@ opened:
 out:
     if (fd >= 0)
         close(fd);
-    if (c.root >= 0)
+    if (c.root >= 0 && c.root != agent_root)
         close(c.root);
     return 0;
 }
