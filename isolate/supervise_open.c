@@ -712,38 +712,6 @@ int iso_answer_open(const struct iso_request *req, pid_t pid, long nr, const __u
         ans->err = errno;
         return 0;
     }
-    if (resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT)) {
-        /* Scoped to the caller's dirfd (cap-std and the like): walked from
-         * that very directory, reopened through /proc; the scope keeps the
-         * walk below it (no absolute symlink, no magic link, no ".." out),
-         * so our view and the agent's cannot differ. */
-        char dirp[64];
-        if (dirfd == AT_FDCWD)
-            snprintf(dirp, sizeof dirp, "/proc/%d/cwd", (int)pid);
-        else
-            snprintf(dirp, sizeof dirp, "/proc/%d/fd/%d", (int)pid, dirfd);
-        if ((c.root = open(dirp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-            ans->err = errno == ENOENT ? EBADF : errno;
-            return 0;
-        }
-        if (!ll_canonical) {
-            ans->err = EXDEV;   /* the rules are named from the agent's root */
-            goto out;
-        }
-        how.flags = (flags & ~(uint64_t)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC))
-                    | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
-        how.mode = 0;
-        if (flags & O_CREAT) {
-            ans->err = EXDEV;   /* not made here: see docs/isolation.md */
-            goto out;
-        }
-        fd = (int)syscall(SYS_openat2, c.root, path, &how, sizeof how);
-        if (fd < 0) {
-            ans->err = errno;
-            goto out;
-        }
-        goto opened;
-    }
     /* The agent's root, opened once: every process of the agent has the
      * same one (it cannot chroot or pivot_root: no capabilities, and no
      * new namespaces), and an open of /proc/PID/root per call is a cost
@@ -759,6 +727,34 @@ int iso_answer_open(const struct iso_request *req, pid_t pid, long nr, const __u
     c.root = agent_root;
     if (!ll_canonical)
         canonicalise_rules(c.root);
+    if (resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT)) {
+        /* Scoped to the caller's dirfd (cap-std and the like): walked from
+         * that very directory, reopened through /proc; the scope keeps the
+         * walk below it (no absolute symlink, no magic link, no ".." out),
+         * so our view and the agent's cannot differ. */
+        char dirp[64];
+        if (dirfd == AT_FDCWD)
+            snprintf(dirp, sizeof dirp, "/proc/%d/cwd", (int)pid);
+        else
+            snprintf(dirp, sizeof dirp, "/proc/%d/fd/%d", (int)pid, dirfd);
+        if ((c.root = open(dirp, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+            ans->err = errno == ENOENT ? EBADF : errno;
+            return 0;
+        }
+        how.flags = (flags & ~(uint64_t)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC))
+                    | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
+        how.mode = 0;
+        if (flags & O_CREAT) {
+            ans->err = EXDEV;   /* not made here: see docs/isolation.md */
+            goto out;
+        }
+        fd = (int)syscall(SYS_openat2, c.root, path, &how, sizeof how);
+        if (fd < 0) {
+            ans->err = errno;
+            goto out;
+        }
+        goto opened;
+    }
 
     {
         /* Ours: never blocking (a FIFO without a writer would stop the
@@ -818,10 +814,12 @@ opened:
         ans->err = errno;
         goto out;
     }
-    if (!(flags & O_NONBLOCK) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl >= 0)
-            (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    /* Ours was opened O_NONBLOCK; the agent's file status flags are what
+     * it asked for (F_SETFL sets exactly these). */
+    if (!(flags & (O_NONBLOCK | O_PATH))
+        && fcntl(fd, F_SETFL, (int)(flags & (O_APPEND | O_DIRECT | O_NOATIME))) < 0) {
+        ans->err = errno;
+        goto out;
     }
     ans->fd = fd;
     ans->fd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0;

@@ -269,6 +269,22 @@ mode-640
 enoent" "what the agent read"
 }
 
+test_supervised_opens_give_a_static_program_no_more_than_landlock_would() {
+    # The supervisor is outside the agent's Landlock domain: what it opens
+    # for the agent is checked against the agent's rules by name, so a
+    # file outside every read root stays out of reach.
+    mkdir -p "$T/outside"
+    echo private >"$T/outside/notes.txt"
+    case "$T" in /tmp/*) want="fail ENOENT" ;; *) want="fail EACCES" ;; esac
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" read "$T/outside/notes.txt") || true
+    assert_eq "$out" "$want"
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" openat2 "$T/outside/notes.txt") || true
+    assert_eq "$out" "$want"
+    ln -s "$T/outside/notes.txt" link.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" read link.txt) || true
+    assert_eq "$out" "$want"
+}
+
 test_supervised_opens_leave_ordinary_work_alone() {
     git init -q .
     echo hello >README
