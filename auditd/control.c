@@ -4,6 +4,8 @@
  * malformed one gets ERR and the connection keeps being served.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -24,6 +26,11 @@
 /* A hard kill the guard has not confirmed by then is carried out by the
  * daemon itself (a guard stopped by its agent never answers). */
 #define GUARD_ANSWER_MS 2000
+/* A guard seen stopped this long while a process of its agent runs is
+ * treated as gone (the dead man's switch), and how often that is looked
+ * at. */
+#define GUARD_STOPPED_MS 5000
+#define GUARD_LOOK_MS 500
 
 static char inbuf[SBX_CTL_MAX + 1];
 static struct sbx_msgbuf outbuf;
@@ -546,9 +553,97 @@ static int dead_mans_switch(struct daemon *d, struct agent *a, const char *why,
     return n;
 }
 
+/* The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced,
+ * 'Z'...), or 0 when PID is gone or PIDFD says it exited (the number may
+ * have been reused). */
+static char proc_state(pid_t pid, int pidfd)
+{
+    char p[64], buf[512];
+    ssize_t n;
+    int fd;
+
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold anything, even ") " */
+    char *rp = strrchr(buf, ')');
+    if (rp == NULL || rp[1] != ' ' || rp[2] == '\0')
+        return 0;
+    if (pidfd >= 0) {
+        struct pollfd pf = { pidfd, POLLIN, 0 };
+        if (poll(&pf, 1, 0) != 0)
+            return 0;           /* exited: the letter may be another's */
+    }
+    return rp[2];
+}
+
+/* Does a registered process of A run (neither stopped nor gone)? */
+static bool agent_runs(const struct daemon *d, const struct agent *a)
+{
+    for (const struct ring *r = d->rings; r; r = r->next) {
+        if (r->agent != a || r->dead || r->pid <= 0)
+            continue;
+        char st = proc_state(r->pid, r->pidfd);
+        if (st && st != 'T' && st != 't' && st != 'Z' && st != 'X')
+            return true;
+    }
+    return false;
+}
+
+/* A guard that is stopped (kill -STOP $PPID: possible under none) answers
+ * no kill and, under native, no supervised call; the agent's processes
+ * that do not need it run on.  A guard seen stopped ('T') for
+ * GUARD_STOPPED_MS while a registered process of its agent runs is taken
+ * as gone.  ^Z is not: job control stops the agent's whole process group
+ * (and a guard stopped with its agent leaves nothing running unguarded);
+ * nor is a guard under a debugger ('t'). */
+static void look_at_stopped_guards(struct daemon *d, uint64_t now)
+{
+    static uint64_t last;
+
+    if (now - last < GUARD_LOOK_MS)
+        return;
+    last = now;
+    for (struct agent *a = d->agents; a; a = a->next) {
+        struct conn *g = a->guard;
+        if (!g || g->closing || a->ended || a->deadman || a->kill || g->pid <= 0) {
+            a->guard_stopped_ms = 0;
+            continue;
+        }
+        if (proc_state(g->pid, g->pidfd) != 'T' || !agent_runs(d, a)) {
+            a->guard_stopped_ms = 0;
+            continue;
+        }
+        if (a->guard_stopped_ms == 0) {
+            a->guard_stopped_ms = now;
+            continue;
+        }
+        if (now - a->guard_stopped_ms < GUARD_STOPPED_MS)
+            continue;
+        char note[1024];
+        a->guard_stopped_ms = 0;
+        (void)dead_mans_switch(d, a, "its guard was stopped (SIGSTOP) while its agent ran",
+                               g->pid, g->uid, g->pidfd, note, sizeof note);
+    }
+}
+
+bool ctl_watching(const struct daemon *d)
+{
+    for (const struct agent *a = d->agents; a; a = a->next)
+        if (a->guard && !a->ended && !a->deadman)
+            return true;
+    return false;
+}
+
 void ctl_tick(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
+    look_at_stopped_guards(d, now);
     for (struct agent *a = d->agents, *next; a; a = next) {
         next = a->next;
         if (!a->kill || now < a->cmd_sent_ms + GUARD_ANSWER_MS)

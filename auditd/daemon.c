@@ -163,6 +163,9 @@ static void turn(struct daemon *d)
     int resume = daemon_accept_resume(d);
     if (resume >= 0 && (timeout < 0 || timeout > resume))
         timeout = resume;
+    /* A guard that is stopped is looked for about twice a second. */
+    if (ctl_watching(d) && (timeout == -1 || timeout > 500))
+        timeout = 500;
     /* Pending kills need the tick at least every 100 ms. */
     for (struct agent *a = d->agents; a; a = a->next)
         if (a->kill && (timeout == -1 || timeout > 100))

@@ -86,6 +86,7 @@ struct agent {
     bool soft_killed;
     bool deadman;               /* the daemon killed it (guard gone or mute):
                                  * a process that registers later is killed */
+    uint64_t guard_stopped_ms;  /* first seen stopped while the agent ran */
     int nrings;
     uid_t uid;
     pid_t guard_pid;
@@ -290,8 +291,12 @@ void rings_mark_gone(struct daemon *d);
 /* control.c */
 void ctl_accept(struct daemon *d);
 void conn_on_event(struct daemon *d, struct conn *c, uint32_t events);
-/* Periodic work: kill re-sends and timeouts. */
+/* Periodic work: kill re-sends and timeouts, and the dead man's switch
+ * for a guard that is stopped while its agent runs. */
 void ctl_tick(struct daemon *d);
+/* True while some agent's guard is watched (the loop then ticks at least
+ * every 500 ms). */
+bool ctl_watching(const struct daemon *d);
 
 /* daemon.c */
 /* Sets up sockets and the store; runs until SIGTERM.  Exit status. */

@@ -223,14 +223,31 @@ const char *iso_bwrap_path(void);
 /* iso_supervise without a callback, used while iso_spawn waits for the
  * agent's own execve (which is itself notified). */
 int iso_supervise_quiet(int fd, const struct iso_request *req);
-/* supervise_open.c: decides one notified open (open, openat, openat2,
- * creat): *DENY set when the path, resolved as the caller sees it, is under
- * files.read.deny (or files.write.deny for a write), with the event to
- * record in EV (strings in BUF).  0, or -1 with errno when the arguments
- * cannot be read (the kernel then fails the call the same way). */
+/* supervise_open.c: answers one notified open (open, openat, openat2,
+ * creat).  ANS says how: hand in ANS->fd (the caller owns it, and answers
+ * with SECCOMP_IOCTL_NOTIF_ADDFD + SECCOMP_ADDFD_FLAG_SEND, newfd_flags
+ * ANS->fd_flags), refuse with ANS->err, or carry on (fd -1, err 0: only
+ * for what cannot read, decided on the call's registers).  *REPORT when
+ * the policy refused it, with the event to record in EV (strings in BUF
+ * and static storage).  Always 0. */
 struct sbx_event_desc;
-int iso_decide_open(const struct iso_request *req, pid_t pid, long nr, const __u64 args[6],
-                    bool *deny, struct sbx_event_desc *ev, char *buf, size_t bufsz);
+struct iso_open_answer {
+    int fd;
+    unsigned fd_flags;
+    int err;
+};
+int iso_answer_open(const struct iso_request *req, pid_t pid, long nr, const __u64 args[6],
+                    struct iso_open_answer *ans, bool *report, struct sbx_event_desc *ev,
+                    char *buf, size_t bufsz);
+/* True when opening NAME (real, in the agent's view) with FLAGS is
+ * refused by files.read.deny (an open that can read) or files.write.deny
+ * (one that can write); EV filled for the record. */
+bool iso_open_judge(const struct iso_request *req, const char *name, uint64_t flags,
+                    struct sbx_event_desc *ev);
+/* Hands the supervised open what the agent was given: LL (its Landlock
+ * rules, re-applied by name to what the supervisor opens for it) and MP's
+ * hidden directories (copied).  0, or -1 when out of memory. */
+int iso_supervise_plan(const struct iso_landlock *ll, const struct iso_mounts *mp);
 /* egress.c: makes the connection of notification ID (process PID,
  * descriptor AGENT_FD) to SA itself, in sbx-guard's network namespace, and
  * puts the connected socket in place of AGENT_FD.  0 when the answer is

@@ -478,7 +478,8 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
     }
     pl.notify = true;
     pl.notify_open = req->supervise_open && !pi->audit_mode;
-    if (pl.notify_open && iso_supervise_deny_inodes(pl.mp->links, pl.mp->n_links) < 0) {
+    if (pl.notify_open && (iso_supervise_deny_inodes(pl.mp->links, pl.mp->n_links) < 0
+                           || iso_supervise_plan(pl.ll, pl.mp) < 0)) {
         iso_errf(err, errsz, "isolation: out of memory");
         goto out;
     }

@@ -344,6 +344,7 @@ void iso_seccomp_print(unsigned notify, FILE *out)
         fprintf(out, "  %-18s NOTIFY the supervisor in sbx-guard decides (" NOTIFY_LIST ")\n",
                 "exec/connect/sendto");
     if (notify & ISO_NOTIFY_OPEN)
-        fprintf(out, "  %-18s NOTIFY the supervisor refuses opens of deny-read/write paths "
-                "(open, openat, openat2, creat)\n", "open");
+        fprintf(out, "  %-18s NOTIFY the supervisor opens what can read itself, judges the file "
+                "and hands it in (ADDFD); refuses deny-read/write paths (open, openat, "
+                "openat2, creat)\n", "open");
 }

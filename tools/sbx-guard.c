@@ -827,6 +827,16 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
         warnx("agent %s (run %s): %s", r->name, r->run_id, detail);
     if (g->child.warning[0])
         warnx("WARNING: %s", g->child.warning);
+    {
+        /* No silent hole: under the kernel layer without supervised opens,
+         * what covers deny-read files is the cover made at start. */
+        const struct policy_rule *rd;
+        if (strstr(g->child.layers, "supervisor") && !strstr(g->child.layers, "supervisor-open")
+            && policy_rules(r->pol, POLICY_READ_DENY, &rd) > 0)
+            warnx("note: a deny-read file created after start is refused by the guard only "
+                  "(a static program could read it); SBX_SUPERVISE_OPEN=1 has the kernel "
+                  "layer refuse it too, at a cost on every open (docs/isolation.md)");
+    }
     if (!g->child.guard)
         warnx("WARNING: %s is a static program: the guard (preload) is not in the "
               "agent's first process, and its calls are recorded only where the kernel "

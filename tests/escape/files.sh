@@ -227,6 +227,64 @@ test_a_hard_link_made_before_start_is_unreadable_with_supervised_opens() {
     expect_row op=open-read decision=deny layer=supervisor "target~/notes.txt" "reason~hard link"
 }
 
+test_swapping_a_symlink_between_an_allowed_file_and_a_new_env_file_never_leaks_it_with_supervised_opens() {
+    # The supervisor opens the file itself and hands the descriptor in
+    # (SECCOMP_IOCTL_NOTIF_ADDFD): what it judged is what the agent gets.
+    # The old check-then-carry-on let the kernel open the path again, and
+    # a child swapping the symlink in a loop won that race.
+    echo allowed >notes.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- /bin/sh -c \
+        "echo SECRET >made.txt && $ESC rename made.txt .env >/dev/null; $ESC symrace link notes.txt .env 3000") || true
+    assert_contains "$out" ": 0 with SECRET"
+    reads=$(printf '%s\n' "$out" | sed -n 's/^read \([0-9]*\):.*/\1/p')
+    [ "${reads:-0}" -gt 100 ] || fail "the allowed file was read only ${reads:-0} times: $out"
+    expect_row op=open-read decision=deny layer=supervisor "target~/.env" "rule~files.read.deny"
+}
+
+test_sbx_guard_says_at_start_when_deny_files_made_later_are_held_by_the_guard_only() {
+    err=$(native -- /bin/true 2>&1 >/dev/null) || true
+    assert_contains "$err" "a deny-read file created after start is refused by the guard only"
+    err=$(SBX_SUPERVISE_OPEN=1 native -- /bin/true 2>&1 >/dev/null) || true
+    assert_not_contains "$err" "created after start"
+}
+
+test_supervised_opens_give_a_static_program_its_own_proc_self_stdin_and_new_files() {
+    # What the supervisor opens for the agent is what the agent would have
+    # opened: /proc/self is the caller, /dev/stdin its own descriptor, a
+    # file it creates has its umask, /proc/mounts its own mounts.
+    echo hello >notes.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$BB" sh -c '
+        umask 027
+        read -r me _ </proc/self/stat; [ "$me" = $$ ] && echo self-is-me
+        echo piped | "$0" cat /dev/stdin
+        "$0" grep -q " /proc proc " /proc/mounts && echo mounts-read
+        "$0" cat /proc/self/cwd/notes.txt
+        "$0" cp notes.txt made.txt && "$0" stat -c mode-%a made.txt
+        "$0" cat /proc/nonexistent 2>&1 | "$0" grep -q "No such file" && echo enoent' "$BB") || true
+    assert_eq "$out" "self-is-me
+piped
+mounts-read
+hello
+mode-640
+enoent" "what the agent read"
+}
+
+test_supervised_opens_give_a_static_program_no_more_than_landlock_would() {
+    # The supervisor is outside the agent's Landlock domain: what it opens
+    # for the agent is checked against the agent's rules by name, so a
+    # file outside every read root stays out of reach.
+    mkdir -p "$T/outside"
+    echo private >"$T/outside/notes.txt"
+    case "$T" in /tmp/*) want="fail ENOENT" ;; *) want="fail EACCES" ;; esac
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" read "$T/outside/notes.txt") || true
+    assert_eq "$out" "$want"
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" openat2 "$T/outside/notes.txt") || true
+    assert_eq "$out" "$want"
+    ln -s "$T/outside/notes.txt" link.txt
+    out=$(SBX_SUPERVISE_OPEN=1 native -- "$ESC" read link.txt) || true
+    assert_eq "$out" "$want"
+}
+
 test_supervised_opens_leave_ordinary_work_alone() {
     git init -q .
     echo hello >README

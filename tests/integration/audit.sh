@@ -228,7 +228,9 @@ test_sbx_kill_ends_an_agent_that_stopped_its_own_guard_and_records_it() {
         wait' >guard.out 2>&1 &
     gp=$!
     wait_file agent.pid; wait_file child.pid
-    i=0; until grep -q '^State:.*T' "/proc/$gp/status" 2>/dev/null || [ $i -gt 100 ]; do
+    # sbx-guard is the agent's parent ($gp is the shell that runs it).
+    sg=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$(cat agent.pid)/status")
+    i=0; until grep -q '^State:.*T' "/proc/$sg/status" 2>/dev/null || [ $i -gt 100 ]; do
         sleep 0.05; i=$((i+1)); done
     rc=0; out=$(sbx-kill stopper --reason "stopped its guard" 2>&1) || rc=$?
     assert_eq "$rc" 0 "sbx-kill exit ($out)"
@@ -244,6 +246,51 @@ test_sbx_kill_ends_an_agent_that_stopped_its_own_guard_and_records_it() {
     assert_contains "$row" "did not answer the kill"
     assert_contains "$row" "$(cat agent.pid)"
     assert_contains "$row" "$(cat child.pid)"
+}
+
+test_an_agent_that_stops_its_own_guard_is_ended_by_the_daemon_without_a_kill_request() {
+    # Nobody asks for a kill: the daemon sees the guard stopped while its
+    # agent runs on, and after 5 s ends the agent itself.
+    guard --isolation none --name stopper2 -- sh -c '
+        head -c0 /etc/hostname
+        sh -c "head -c0 /etc/hostname; echo \$\$ > child.pid; exec sleep 60" &
+        until [ -s child.pid ]; do sleep 0.05; done
+        echo $$ > agent.pid
+        kill -STOP $PPID
+        while :; do head -c0 /etc/hostname; sleep 0.1; done' >guard.out 2>&1 &
+    gp=$!
+    wait_file agent.pid; wait_file child.pid
+    wait_gone "$(cat agent.pid)"
+    wait_gone "$(cat child.pid)"
+    i=0; while kill -0 $gp 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+    kill -0 $gp 2>/dev/null && { kill -KILL $gp; fail "guard still runs"; }
+    row=$(sbx-audit query --op kill --format json)
+    assert_contains "$row" "dead man's switch"
+    assert_contains "$row" "its guard was stopped"
+    assert_contains "$row" "$(cat agent.pid)"
+}
+
+test_a_guard_stopped_together_with_its_agent_as_by_job_control_is_not_killed() {
+    # ^Z stops the agent's process group; a guard stopped at the same time
+    # leaves nothing running unguarded, and continuing them carries on.
+    guard --isolation none --name ctrlz -- sh -c '
+        head -c0 /etc/hostname
+        echo $$ > agent.pid
+        i=0; while [ $i -lt 40 ]; do head -c0 /etc/hostname; sleep 0.1; i=$((i+1)); done
+        echo finished' >guard.out 2>&1 &
+    gp=$!
+    wait_file agent.pid
+    ap=$(cat agent.pid)
+    sg=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$ap/status")   # sbx-guard
+    pg=$(sed 's/.*) //' "/proc/$ap/stat" | cut -d' ' -f3)
+    kill -STOP "$sg"; kill -STOP -- "-$pg" 2>/dev/null || kill -STOP "$ap"
+    grep -q '^State:.*T' "/proc/$sg/status" || fail "sbx-guard ($sg) is not stopped"
+    sleep 7     # longer than the 5 s after which a stopped guard is gone
+    kill -CONT -- "-$pg" 2>/dev/null || kill -CONT "$ap"; kill -CONT "$sg"
+    rc=0; wait $gp || rc=$?
+    assert_eq "$rc" 0 "the agent's exit ($(cat guard.out))"
+    assert_contains "$(cat guard.out)" finished
+    assert_not_contains "$(sbx-audit query --op kill --format json)" "dead man's switch"
 }
 
 test_an_agent_that_kills_its_own_guard_is_ended_by_the_daemon_and_recorded() {

@@ -28,6 +28,11 @@
  *   static_escape rename A B           rename
  *   static_escape link A B             hard link
  *   static_escape symlink TARGET LINK  symlink, then read through it
+ *   static_escape symrace LINK A B N   a child swaps symlink LINK between A
+ *                                      and B as fast as it can while this
+ *                                      opens and reads LINK N times; prints
+ *                                      "read N: K with SECRET" (K reads
+ *                                      saw a file holding "SECRET")
  *   static_escape personality          ADDR_NO_RANDOMIZE
  *   static_escape int80                getpid through the 32-bit ABI
  *   static_escape socket FAMILY [PROTO] socket(FAMILY, SOCK_DGRAM or, for
@@ -173,6 +178,49 @@ static int do_memfd_exec(void)
     return result(-1);
 }
 
+/* The time-of-check race on a supervised open: the supervisor looks at
+ * LINK (pointing at the allowed A) and the kernel then opens it (pointing
+ * at the deny-read B). */
+static int do_symrace(const char *link, const char *a, const char *b, const char *count)
+{
+    long n = strtol(count, NULL, 10), seen = 0, secret = 0;
+    pid_t child;
+
+    unlink(link);
+    if (syscall(SYS_symlinkat, a, AT_FDCWD, link) < 0)
+        return result(-1);
+    child = fork();
+    if (child < 0)
+        return result(-1);
+    if (child == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.swap", link);
+        for (unsigned long i = 0;; i++) {
+            unlink(tmp);
+            if (syscall(SYS_symlinkat, (i & 1) ? b : a, AT_FDCWD, tmp) == 0)
+                syscall(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, link);
+        }
+    }
+    for (long i = 0; i < n; i++) {
+        char buf[64];
+        long fd = syscall(SYS_openat, AT_FDCWD, link, O_RDONLY);
+        if (fd < 0)
+            continue;
+        long got = syscall(SYS_read, fd, buf, sizeof buf - 1);
+        syscall(SYS_close, fd);
+        if (got <= 0)
+            continue;
+        buf[got] = '\0';
+        seen++;
+        if (strstr(buf, "SECRET"))
+            secret++;
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    printf("read %ld: %ld with SECRET\n", seen, secret);
+    return secret ? 0 : 1;
+}
+
 static int do_int80(void)
 {
     long rc;
@@ -250,6 +298,8 @@ int main(int argc, char **argv)
             return result(-1);
         return do_read(b);
     }
+    if (strcmp(cmd, "symrace") == 0 && argc > 5)
+        return do_symrace(argv[2], argv[3], argv[4], argv[5]);
     if (strcmp(cmd, "personality") == 0)
         return result(syscall(SYS_personality, ADDR_NO_RANDOMIZE));
     if (strcmp(cmd, "int80") == 0)
