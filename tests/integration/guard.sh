@@ -481,7 +481,7 @@ test_store_inside_the_workspace_is_refused() {
 
 test_notify_prints_one_line_per_denial_naming_the_rule() {
     secret SECRET_TOKEN_n
-    out=$(sbx-guard --notify --isolation "$ISO" --name no1 --policy "$DEFAULT" -- cat .env 2>&1) || true
+    out=$(sbx-guard --notify stderr --isolation "$ISO" --name no1 --policy "$DEFAULT" -- cat .env 2>&1) || true
     assert_contains "$out" "sbx: denied open-read"
     assert_contains "$out" 'files.read.deny "**/.env"'
 }
