@@ -176,7 +176,7 @@ def prepare_crate(d):
                         f".filter(|x| x % 3 != 0).sum() }}\n")
         mods.append(f"mod m{i};")
     with open(os.path.join(d, "src", "main.rs"), "w") as f:
-        f.write("\n".join(mods) + "\nfn main() {\n    let v: Vec<u64> = (0..100).collect();\n"
+        f.write("#![allow(dead_code)]\n" + "\n".join(mods) + "\nfn main() {\n    let v: Vec<u64> = (0..100).collect();\n"
                 + "".join(f"    println!(\"{{}}\", m{i}::f{i}(&v));\n" for i in range(8)) + "}\n")
 
 
