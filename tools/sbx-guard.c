@@ -773,11 +773,17 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     if (sigfd < 0)
         err(EXIT_GUARD_FAILED, "signalfd");
 
-    /* iso_spawn execs PROG, not argv[0]: the program that was decided is the
-     * program that runs. */
+    /* iso_spawn execs argv[0]: the program found and decided, by the
+     * absolute path it was found at, not the name searched again.  Not its
+     * resolved path: a venv's bin/python is a link to the system python,
+     * and Python knows its venv only from the name it was started by
+     * (argv[0]); started as /usr/bin/python3.11 it refused `pip install`
+     * as "externally managed".  The kernel follows the link to the file
+     * that was decided, and under the kernel layer the supervisor judges
+     * this execve too. */
     char why[512];
     char *argv0 = r->o.cmd[0];
-    r->o.cmd[0] = prog_real;
+    r->o.cmd[0] = prog;
     /* The kernel layer grants only write roots that exist (guard_dirs.h). */
     if (r->o.isolation != ISO_NONE)
         guard_make_write_roots(r->pol);

@@ -498,4 +498,17 @@ EOF
     expect_row agent=to1 op=kill "reason~timeout"
 }
 
+test_a_venv_python_given_as_the_command_runs_in_its_venv() {
+    # venv/bin/python is a link to the system python, which finds its venv
+    # from the name it was started by: sbx-guard must start it by that name,
+    # not by the link's target (pip then refused to install: "externally
+    # managed").
+    python3 -m venv --without-pip venv || fail "python3 -m venv"
+    for iso in none auto; do
+        out=$(guard --isolation "$iso" --policy "$DEFAULT" -- venv/bin/python -c 'import sys; print(sys.prefix)' 2>"$T/err") ||
+            fail "exit $? ($iso): $(cat "$T/err")"
+        assert_eq "$out" "$WS/venv" "sys.prefix ($iso)"
+    done
+}
+
 run_tests
