@@ -20,19 +20,33 @@ import time
 
 def timed(cmd, cwd, env):
     """Wall time of CMD; for a program that prints "N ns per ...", its own
-    per-operation figure (so start-up does not hide the loop's cost)."""
+    per-operation figure (so start-up does not hide the loop's cost).  The
+    CPU time rerun reports ("(cpu C ms)") is left in timed.cpu, else None."""
     t0 = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
     dt = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.decode()[-400:]}")
-    out = r.stdout.decode(errors="replace").split()
+    # The last line: what the workload itself printed comes before it.
+    lines = r.stdout.decode(errors="replace").strip().splitlines()
+    out = lines[-1].split() if lines else []
+    timed.cpu = float(out[5]) / 1e3 if len(out) >= 7 and out[4] == "(cpu" else None
     if len(out) >= 3 and out[1] == "ns" and out[2] == "per":
         return float(out[0]) / 1e9
     if len(out) >= 3 and out[1] == "ms" and out[2] == "per":
         return float(out[0]) / 1e3
     return dt
+
+
+def daemon_cpu(env):
+    """sbx-auditd's CPU time so far, in seconds, or None."""
+    try:
+        pid = int(open(os.path.join(env["SBX_RUNTIME_DIR"], "sbx-auditd.pid")).read().strip())
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def settle(env):
@@ -184,7 +198,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--only", default="", help="run the workloads whose name has this")
+    ap.add_argument("--only", default="",
+                    help="run the workloads whose name has this (or one of A,B,...)")
     ap.add_argument("--verbose", action="store_true", help="print every sample")
     ap.add_argument("--modes", default="none,native",
                     help="of none, auto, native, native-open (native, opens supervised), bwrap")
@@ -221,7 +236,8 @@ def main():
     cache = os.path.abspath(a.cache or os.path.join(a.build, "bench-cache"))
     npmproj, pyproj, crate = (os.path.join(ws, n) for n in ("npmproj", "pyproj", "crate"))
     skipped = {}
-    if any(a.only in n for n in ("npm install", "pip install", "cargo build")):
+    only = a.only.split(",")
+    if any(o in n for o in only for n in ("npm install", "pip install", "cargo build")):
         skipped["npm install"] = prepare_npm(os.path.join(cache, "npm"), npmproj, env)
         skipped["pip install"] = prepare_wheel(pyproj, env)
         prepare_crate(crate)
@@ -268,7 +284,7 @@ def main():
         ("git status, with start-up", gs, repo, None),
         ("make -j2, with start-up", mk, cproj, mkclean),
     ]
-    work = [w for w in work if a.only in w[0]]
+    work = [w for w in work if any(o in w[0] for o in only)]
     for w in list(work):
         why = next((v for k, v in skipped.items() if w[0].startswith(k) and v), None)
         if why:
@@ -286,8 +302,10 @@ def main():
             print(f"{name:32} skipped ({cmd[0]} not built)")
             continue
         samples = {"bare": []}
+        cpu = {"bare": []}
         for m in modes:
             samples[m] = []
+            cpu[m] = []
         try:
             for _ in range(a.runs):
                 for m in ["bare"] + modes:
@@ -300,7 +318,16 @@ def main():
                     menv = dict(env, SBX_SUPERVISE_OPEN="1") if m == "native-open" else env
                     c = cmd if m == "bare" else [guard, "--policy", policy, "--isolation", iso,
                                                  "--workspace", ws, "--no-notify", "--"] + cmd
+                    d0 = daemon_cpu(env) if m != "bare" else None
                     samples[m].append(timed(c, cwd, menv))
+                    if timed.cpu is not None:
+                        # The agent's CPU and what sbx-auditd spent storing
+                        # its rows (measured once it is idle again).
+                        if d0 is not None:
+                            settle(env)
+                            d1 = daemon_cpu(env)
+                            timed.cpu += max(0.0, d1 - d0) if d1 is not None else 0.0
+                        cpu[m].append(timed.cpu)
         except RuntimeError as e:
             print(f"{name:32} failed: {e}")
             continue
@@ -331,6 +358,15 @@ def main():
             cols.append(f"{r:5.2f}x (open/native)")
         shown = f"{bare * 1e9:6.0f}ns/op" if name.startswith("open+close") else f"{bare * 1000:8.1f}ms"
         print(f"{name:32} {shown:>10} " + " ".join(f"{c:>18}" for c in cols))
+        # The same for CPU time (the agent's processes, and sbx-auditd's
+        # for its rows): what the guard costs in work, which a loaded
+        # machine stretches less than the wall time.
+        if all(len(cpu[m]) == len(samples[m]) for m in cpu) and cpu["bare"] and \
+                name.endswith(")") and any(k in name for k in ("npm", "pip", "cargo")):
+            ccols = [f"{statistics.median(g / b for g, b in zip(cpu[m], cpu['bare'])):5.2f}x ({m:>6})"
+                     for m in modes]
+            bare_cpu = f"{statistics.median(cpu['bare']) * 1000:8.1f}ms"
+            print(f"{'  cpu time':32} {bare_cpu:>10} " + " ".join(f"{c:>18}" for c in ccols))
     pf = os.path.join(env["SBX_RUNTIME_DIR"], "sbx-auditd.pid")
     if os.path.exists(pf):
         try:
