@@ -42,8 +42,8 @@ sleep 0.5
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 cd "$D/ws"
-say "sbx-guard --policy policies/default.yaml --name demo-coder --notify -- python3 agent.py --server $PORT"
-sbx-guard --policy "$ROOT/policies/default.yaml" --name demo-coder --notify -- \
+say "sbx-guard --policy policies/default.yaml --name demo-coder --notify agent -- python3 agent.py --server $PORT"
+sbx-guard --policy "$ROOT/policies/default.yaml" --name demo-coder --notify agent -- \
     python3 agent.py --server "$PORT" || echo "(agent exited $?)"
 
 say "sbx-audit stats --agent demo-coder"

@@ -1,5 +1,5 @@
 /*
- * notify.c — lines on the agent's stderr: denials under --notify
+ * notify.c — lines on the agent's stderr: denials under --notify agent
  * (SBX_NOTIFY=1), and the few once-per-process warnings of the guard.
  *
  * Written with one write(2) each, no stdio: the program's own stdio buffers

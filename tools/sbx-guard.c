@@ -2,8 +2,9 @@
  * sbx-guard — run an agent under a policy.
  *
  *   sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]
- *             [--isolation auto|none|native|bwrap] [--notify|--no-notify]
- *             [--print-isolation] -- COMMAND [ARG...]
+ *             [--isolation auto|none|native|bwrap]
+ *             [--notify stderr|summary|none|agent] [--print-isolation]
+ *             -- COMMAND [ARG...]
  *   sbx-guard --help | --version
  *
  * The set-up is one straight sequence, in this order, and any failure before
@@ -21,7 +22,8 @@
  *      double-forking), block the signals we relay, and let iso_spawn start
  *      the agent with the kernel layer of the chosen isolation mode.
  * Then it supervises: relays signals, carries out kills from sbx-kill, the
- * timeout, and the seccomp supervisor's notifications; records `exit`; and
+ * timeout, and the seccomp supervisor's notifications; tells of denials
+ * (--notify, guard_notice.h); records `exit`; and
  * exits with the agent's status (128+N for signal N).  main() is this
  * sequence, a function per step; a run that registered ends in one place
  * (its exit row, the copies removed), started or not: 126 when the policy
@@ -57,6 +59,7 @@
 #include "event.h"
 #include "guard_dirs.h"
 #include "guard_env.h"
+#include "guard_notice.h"
 #include "guard_proc.h"
 #include "isolate.h"
 #include "paths.h"
@@ -71,8 +74,9 @@ extern char **environ;
 
 static const char synopsis[] =
 "usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
-"                 [--isolation auto|none|native|bwrap] [--notify|--no-notify]\n"
-"                 [--print-isolation] -- COMMAND [ARG...]\n"
+"                 [--isolation auto|none|native|bwrap]\n"
+"                 [--notify stderr|summary|none|agent] [--print-isolation]\n"
+"                 -- COMMAND [ARG...]\n"
 "       sbx-guard --help | --version\n";
 
 static void __attribute__((noreturn)) usage(void)
@@ -96,9 +100,13 @@ static void __attribute__((noreturn)) help(void)
 "  -i, --isolation MODE  auto (default): the kernel layer where the kernel allows;\n"
 "                        native: require it; none: the in-process guard only;\n"
 "                        bwrap: the kernel layer through bubblewrap\n"
-"      --notify          print one line per denial on the agent's stderr\n"
-"                        (default when stderr is a terminal)\n"
-"      --no-notify       do not\n"
+"      --notify MODE     how denials are told: stderr: a line each on sbx-guard's\n"
+"                        stderr (at most 5 a second) and a count at exit;\n"
+"                        summary: the count at exit only; none; agent: a line\n"
+"                        on the stderr of the process denied.  Default: summary\n"
+"                        when stderr is a terminal (a full-screen program's\n"
+"                        screen is never drawn over), else stderr\n"
+"      --no-notify       the same as --notify none\n"
 "      --print-isolation show what would be set up, and exit\n"
 "  -h, --help            this text\n"
 "  -V, --version         print the version\n"
@@ -113,7 +121,7 @@ static void __attribute__((noreturn)) help(void)
 struct opts {
     const char *policy, *name, *workspace;
     enum iso_mode isolation;
-    int notify;                 /* -1: decide from isatty(2) */
+    int notify;                 /* enum guard_notify_mode; -1: decide from isatty(2) */
     bool print_isolation;
     char **cmd;
 };
@@ -125,7 +133,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
         { "name", required_argument, NULL, 'n' },
         { "workspace", required_argument, NULL, 'w' },
         { "isolation", required_argument, NULL, 'i' },
-        { "notify", no_argument, NULL, 'N' },
+        { "notify", required_argument, NULL, 'N' },
         { "no-notify", no_argument, NULL, 'Q' },
         { "print-isolation", no_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
@@ -159,8 +167,13 @@ static void parse_args(int argc, char **argv, struct opts *o)
             o->isolation = (enum iso_mode)m;
             break;
         }
-        case 'N': o->notify = 1; break;
-        case 'Q': o->notify = 0; break;
+        case 'N':
+            o->notify = guard_notify_parse(optarg);
+            if (o->notify < 0)
+                errx(EXIT_GUARD_FAILED,
+                     "--notify: '%s' is not one of stderr, summary, none, agent", optarg);
+            break;
+        case 'Q': o->notify = GUARD_NOTIFY_NONE; break;
         case 'P': o->print_isolation = true; break;
         case 'h': help();
         case 'V': printf("sbx-guard %s\n", SBX_VERSION); exit(0);
@@ -387,6 +400,7 @@ struct guard {
     bool killed;                /* a hard kill or the timeout ended the agent */
     char kill_detail[320];
     bool tty_handed;            /* the agent's group has the terminal */
+    struct guard_notice *notice;    /* --notify stderr or summary, else NULL */
     const char *name, *run_id, *token;  /* the registration, for a resume */
 };
 
@@ -548,11 +562,12 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
             { sigfd, POLLIN, 0 }, { g->ctl, POLLIN, 0 },
             { g->child.notify_fd, POLLIN, 0 }, { tfd, POLLIN, 0 },
         };
-        if (poll(pf, 4, -1) < 0) {
+        if (poll(pf, 4, guard_notice_timeout_ms(g->notice)) < 0) {
             if (errno == EINTR)
                 continue;
             err(EXIT_GUARD_FAILED, "poll");
         }
+        guard_notice_tick(g->notice);
         if (pf[0].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sigfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD) {
@@ -733,7 +748,7 @@ static void build_env(struct run *r)
         .workspace = r->info->workspace, .home = r->info->home,
         .runtime_dir = r->rt_abs, .audit_db = r->db_abs,
         .agent = r->name, .agent_id = r->run_id, .agent_token = r->token,
-        .notify = r->o.notify < 0 ? isatty(STDERR_FILENO) : r->o.notify,
+        .notify = r->o.notify == GUARD_NOTIFY_AGENT,
     };
     r->envp = guard_env_build(r->pol, environ, &vars);
     if (!r->envp)
@@ -796,14 +811,26 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     if (sigfd < 0)
         err(EXIT_GUARD_FAILED, "signalfd");
 
-    /* iso_spawn execs PROG, not argv[0]: the program that was decided is the
-     * program that runs. */
+    /* iso_spawn execs argv[0]: the program found and decided, by the
+     * absolute path it was found at, not the name searched again.  Not its
+     * resolved path: a venv's bin/python is a link to the system python,
+     * and Python knows its venv only from the name it was started by
+     * (argv[0]); started as /usr/bin/python3.11 it refused `pip install`
+     * as "externally managed".  The kernel follows the link to the file
+     * that was decided, and under the kernel layer the supervisor judges
+     * this execve too. */
     char why[512];
     char *argv0 = r->o.cmd[0];
-    r->o.cmd[0] = prog_real;
+    r->o.cmd[0] = prog;
     /* The kernel layer grants only write roots that exist (guard_dirs.h). */
     if (r->o.isolation != ISO_NONE)
         guard_make_write_roots(r->pol);
+    /* Where the run's rows begin: before the agent can write any. */
+    struct guard_notice_run nr = {
+        .audit_db = r->db_abs, .agent = r->name, .run_id = r->run_id,
+        .workspace = r->info->workspace, .audit_mode = r->info->audit_mode,
+    };
+    g->notice = guard_notice_open((enum guard_notify_mode)r->o.notify, &nr, stderr);
     note_terminal(g);
     int rc = iso_spawn(&g->req, &g->child, why, sizeof why);
     r->o.cmd[0] = argv0;
@@ -852,6 +879,14 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     guard_kill_descendants(g->child.pid, 100);
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
+    /* The last notices and the count, once sbx-auditd has stored what the
+     * agent's processes wrote: the terminal is ours again. */
+    if (g->notice) {
+        char sync_err[256];
+        if (g->ctl >= 0)
+            (void)sbx_ctl_sync(g->ctl, NULL, sync_err, sizeof sync_err);
+        guard_notice_finish(g->notice);
+    }
     int code = exit_code_of(status, detail, dsz);
     if (g->killed && g->kill_detail[0]) {
         strlcat(detail, "; ", dsz);
@@ -887,6 +922,8 @@ int main(int argc, char **argv)
     const char *invoked_as = argv[0];
     argv[0] = program_invocation_short_name;
     parse_args(argc, argv, &r.o);
+    if (r.o.notify < 0)
+        r.o.notify = (int)guard_notify_default(STDERR_FILENO);
     locate_state(&r);
     load_policy(&r);
     check_out_of_reach(&r);
@@ -917,6 +954,7 @@ int main(int argc, char **argv)
     if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, code, detail) < 0)
         warn("could not record the agent's exit");
     remove_copies(r.copy, r.image);
+    guard_notice_close(g.notice);
     guard_env_free(r.envp);
     free(r.cmdline);
     policy_free(r.pol);

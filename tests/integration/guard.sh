@@ -481,7 +481,7 @@ test_store_inside_the_workspace_is_refused() {
 
 test_notify_prints_one_line_per_denial_naming_the_rule() {
     secret SECRET_TOKEN_n
-    out=$(sbx-guard --notify --isolation "$ISO" --name no1 --policy "$DEFAULT" -- cat .env 2>&1) || true
+    out=$(sbx-guard --notify stderr --isolation "$ISO" --name no1 --policy "$DEFAULT" -- cat .env 2>&1) || true
     assert_contains "$out" "sbx: denied open-read"
     assert_contains "$out" 'files.read.deny "**/.env"'
 }
@@ -496,6 +496,19 @@ EOF
     rc=0; guard --isolation "$ISO" --name to1 --policy "$T/to.yaml" -- sh -c 'sleep 30 & sleep 30' 2>/dev/null || rc=$?
     assert_eq $rc 137 "exit status"
     expect_row agent=to1 op=kill "reason~timeout"
+}
+
+test_a_venv_python_given_as_the_command_runs_in_its_venv() {
+    # venv/bin/python is a link to the system python, which finds its venv
+    # from the name it was started by: sbx-guard must start it by that name,
+    # not by the link's target (pip then refused to install: "externally
+    # managed").
+    python3 -m venv --without-pip venv || fail "python3 -m venv"
+    for iso in none auto; do
+        out=$(guard --isolation "$iso" --policy "$DEFAULT" -- venv/bin/python -c 'import sys; print(sys.prefix)' 2>"$T/err") ||
+            fail "exit $? ($iso): $(cat "$T/err")"
+        assert_eq "$out" "$WS/venv" "sys.prefix ($iso)"
+    done
 }
 
 run_tests
