@@ -132,6 +132,24 @@ bool iso_net_loopback_only(const struct policy *p)
     return true;
 }
 
+bool iso_net_own_ns(const struct policy *p)
+{
+    const struct policy_rule *r;
+    size_t n;
+
+    /* Audit mode: the agent must see the network it will have in enforce
+     * mode, and nothing is refused, so nothing needs holding. */
+    if (policy_info(p)->audit_mode)
+        return false;
+    /* A server the agent binds must be reachable from the host when the
+     * policy allows a port beyond loopback: then the host's namespace. */
+    n = policy_rules(p, POLICY_BIND_ALLOW, &r);
+    for (size_t i = 0; i < n; i++)
+        if (!is_loopback(&r[i]))
+            return false;
+    return true;
+}
+
 bool iso_net_unix_only(const struct policy *p)
 {
     static const enum policy_list lists[] = { POLICY_CONNECT_ALLOW, POLICY_BIND_ALLOW };

@@ -270,7 +270,15 @@ int iso_sup_resolve_in(pid_t pid, const char *abs, char *out, size_t outsz)
 
 static struct seccomp_notif_sizes sizes;
 
-static int respond(int fd, uint64_t id, int error, bool cont)
+/* The agent has its own net namespace (iso_supervise_set_netns). */
+static bool sup_netns;
+
+void iso_supervise_set_netns(bool on)
+{
+    sup_netns = on;
+}
+
+static int respond_val(int fd, uint64_t id, int error, bool cont, int64_t val)
 {
     struct seccomp_notif_resp *r = calloc(1, sizes.seccomp_notif_resp);
     int rc;
@@ -279,11 +287,16 @@ static int respond(int fd, uint64_t id, int error, bool cont)
         return -1;
     r->id = id;
     r->error = error ? -error : 0;
-    r->val = 0;
+    r->val = error ? 0 : val;
     r->flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
     rc = ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, r);
     free(r);
     return rc;
+}
+
+static int respond(int fd, uint64_t id, int error, bool cont)
+{
+    return respond_val(fd, id, error, cont, 0);
 }
 
 static bool still_valid(int fd, uint64_t id)
@@ -300,10 +313,11 @@ struct verdict_out {
     char target[PATH_MAX + 16];
     char target2[1024];
     bool report;
-    bool egress;                /* an allowed loopback connect: made by
+    bool egress;                /* an allowed connect or datagram: made by
                                  * sbx-guard (egress.c), to EGRESS_SS */
     struct sockaddr_storage egress_ss;
     socklen_t egress_len;
+    uint64_t msg;               /* sendmsg/sendmmsg: the msghdr's address */
 };
 
 static void from_policy(struct verdict_out *o, const struct policy_verdict *v)
@@ -459,13 +473,16 @@ static bool policy_has_host_rule(const struct policy *p)
     return false;
 }
 
-/* An allowed connect() to a loopback address is made by sbx-guard in the
- * host's namespace (egress.c): the agent's own namespace has only its own
- * `lo`, and the service the policy names listens on the host's. */
+/* An allowed connect or datagram is made by sbx-guard in the host's
+ * namespace (egress.c): the agent's own namespace has only its own `lo`.
+ * Without one (a policy that binds beyond loopback), still for loopback
+ * connects and every datagram: then what was judged is what is used. */
 static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_storage *ss,
                         socklen_t len)
 {
-    if (o->deny || send || !is_loopback_addr(ss))
+    if (o->deny || (ss->ss_family != AF_INET && ss->ss_family != AF_INET6))
+        return;
+    if (!sup_netns && !send && !is_loopback_addr(ss))
         return;
     o->egress = true;
     memcpy(&o->egress_ss, ss, sizeof *ss);
@@ -474,11 +491,53 @@ static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_
 
 /* connect(fd, addr, len) and sendto(fd, buf, n, flags, addr, len): the
  * address is judged by network.connect (op connect or send). */
+/* The DNS stub's own address, in the agent's namespace. */
+static bool is_stub(const struct sockaddr_storage *ss)
+{
+    struct in_addr stub;
+    uint32_t a;
+    int port;
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        a = in->sin_addr.s_addr;
+        port = ntohs(in->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            return false;
+        memcpy(&a, in6->sin6_addr.s6_addr + 12, 4);
+        port = ntohs(in6->sin6_port);
+    } else {
+        return false;
+    }
+    return inet_pton(AF_INET, ISO_DNS_STUB_ADDR, &stub) == 1 && a == stub.s_addr
+           && port == ISO_DNS_STUB_PORT;
+}
+
+/* Where the address of a sendmsg/sendmmsg is: the first message's
+ * msg_name (sendmmsg: every message is judged in decide_mmsg).  0, 1 when
+ * there is none (the datagram goes where the socket is connected), or -1
+ * (unreadable). */
+static int msg_name_of(pid_t pid, uint64_t msg, uint64_t *addr, socklen_t *len)
+{
+    struct msghdr h;
+
+    if (read_mem(pid, msg, &h, sizeof h) != (ssize_t)sizeof h)
+        return -1;
+    if (h.msg_name == NULL || h.msg_namelen == 0)
+        return 1;
+    *addr = (uint64_t)(uintptr_t)h.msg_name;
+    *len = h.msg_namelen;
+    return 0;
+}
+
 static void decide_connect(const struct iso_request *req, const struct seccomp_notif *n,
                            struct verdict_out *o, int *fault)
 {
     pid_t pid = (pid_t)n->pid;
-    bool send = n->data.nr == SYS_sendto;
+    long nr = (long)n->data.nr;
+    bool send = nr != SYS_connect;
     enum sbx_op op = send ? SBX_OP_SEND : SBX_OP_CONNECT;
     uint64_t addr = send ? n->data.args[4] : n->data.args[1];
     struct sockaddr_storage ss;
@@ -486,6 +545,48 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
     struct policy_verdict v;
     int port = -1;
 
+    if (nr == SYS_sendmsg || nr == SYS_sendmmsg) {
+        /* sendmmsg: the first message's address here; the others are
+         * judged when they are sent (one message per answer, see
+         * supervise). */
+        uint64_t m = n->data.args[1];
+        int r = msg_name_of(pid, m, &addr, &len);
+        if (r < 0) {
+            *fault = EFAULT;
+            return;
+        }
+        if (nr == SYS_sendmmsg) {
+            /* Any address in the batch stops it here; a batch whose first
+             * message has none but a later one has is refused (judging it
+             * would need every message sent by sbx-guard). */
+            unsigned vlen = n->data.args[2] > 1024 ? 1024 : (unsigned)n->data.args[2];
+            bool later = false;
+            for (unsigned i = 1; i < vlen && !later; i++) {
+                uint64_t a2;
+                socklen_t l2;
+                int r2 = msg_name_of(pid, m + i * sizeof(struct mmsghdr), &a2, &l2);
+                if (r2 < 0) {
+                    *fault = EFAULT;
+                    return;
+                }
+                later = r2 == 0;
+            }
+            if (r == 1 && later) {
+                o->ev.op = op;
+                strlcpy(o->target, "sendmmsg", sizeof o->target);
+                o->ev.target = o->target;
+                o->report = true;
+                o->deny = true;
+                o->ev.decision = SBX_DENY;
+                o->ev.reason = "sendmmsg whose first message has no address and a later one "
+                               "has: not judged by the supervisor, refused";
+                return;
+            }
+        }
+        if (r == 1)
+            return;             /* no address: the socket's own peer */
+        o->msg = m;
+    }
     o->ev.op = op;
     if (len > sizeof ss)
         len = sizeof ss;
@@ -570,9 +671,41 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
         o->ev.reason = "address family not allowed by the supervisor";
         return;
     }
+    /* The agent's own resolver, in its own namespace: nothing to judge
+     * (the stub judges each name). */
+    if (sup_netns && is_stub(&ss))
+        return;
     o->ev.target = o->target;
     o->report = true;
     policy_decide_net(req->policy, op, (struct sockaddr *)&ss, len, NULL, &v);
+    if (sup_netns && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+        /* The names the DNS stub resolved to this address for the agent
+         * (and the allowed names of /etc/hosts): a host-name rule holds
+         * through them.  An explicit deny rule on the address stays. */
+        static char names[8][ISO_DNS_NAME];
+        size_t nn = iso_dns_names((struct sockaddr *)&ss, names, 8);
+        if (nn > 0) {
+            strlcpy(o->target2, names[0], sizeof o->target2);
+            o->ev.target2 = o->target2;
+        }
+        for (size_t i = 0; i < nn && v.decision == SBX_DENY
+                           && v.rule->list != POLICY_CONNECT_DENY; i++) {
+            struct policy_verdict vn;
+            policy_decide_net(req->policy, op, (struct sockaddr *)&ss, len, names[i], &vn);
+            if (vn.decision == SBX_ALLOW || vn.rule->list == POLICY_CONNECT_DENY) {
+                v = vn;
+                strlcpy(o->target2, names[i], sizeof o->target2);
+            }
+        }
+        from_policy(o, &v);
+        if (o->deny && nn == 0 && v.rule->list != POLICY_CONNECT_DENY && port >= 0
+            && host_rule_may_match(req->policy, &ss, port)) {
+            o->ev.reason = "no name an allowed rule names was resolved to this address "
+                           "through sbx's resolver";
+        }
+        mark_egress(o, send, &ss, len);
+        return;
+    }
     from_policy(o, &v);
     /* Only an address is known here, never the name it came from: a denial
      * for want of an allow rule may be wrong if a host-name rule could
@@ -591,6 +724,94 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
             o->ev.reason = "name resolution for host-name rules";
         }
     }
+}
+
+#define SEND_MAX    65536u      /* the largest datagram (UDP: 65,507) */
+#define SEND_IOV    64
+#define SEND_CTL    1024
+
+/* Reads the iovec array IOV (N entries) of the agent into DATA (at most
+ * SEND_MAX bytes: a datagram cannot be longer).  Bytes, or -1. */
+static ssize_t read_iov(pid_t pid, uint64_t iov, size_t n, char *data)
+{
+    struct iovec v[SEND_IOV];
+    size_t got = 0;
+
+    if (n > SEND_IOV)
+        return -1;
+    if (n && read_direct(pid, iov, v, n * sizeof v[0]) != (ssize_t)(n * sizeof v[0]))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = v[i].iov_len;
+        if (l > SEND_MAX - got)
+            return -1;          /* EMSGSIZE for a datagram anyway */
+        if (l && read_direct(pid, (uint64_t)(uintptr_t)v[i].iov_base, data + got, l)
+                     != (ssize_t)l)
+            return -1;
+        got += l;
+    }
+    return (ssize_t)got;
+}
+
+/* An allowed datagram (sendto, sendmsg, or the first message of a
+ * sendmmsg), sent by sbx-guard (egress.c) with the data and control read
+ * from the agent now and the address judged.  0 (decided: *VAL, or *ERR),
+ * -1 (let the kernel answer), -2 (unreadable). */
+static int egress_send(int fd, const struct seccomp_notif *n, struct verdict_out *o,
+                       int64_t *val, int *err)
+{
+    static char data[SEND_MAX];
+    static char ctl[SEND_CTL];
+    pid_t pid = (pid_t)n->pid;
+    struct msghdr m;
+    struct iovec iov;
+    ssize_t len, sent;
+    int flags;
+
+    memset(&m, 0, sizeof m);
+    if (n->data.nr == SYS_sendto) {
+        if (n->data.args[2] > SEND_MAX)
+            return -1;
+        len = (ssize_t)n->data.args[2];
+        if (len && read_direct(pid, n->data.args[1], data, (size_t)len) != len)
+            return -2;
+        flags = (int)n->data.args[3];
+    } else {
+        struct msghdr h;
+        if (read_direct(pid, o->msg, &h, sizeof h) != (ssize_t)sizeof h)
+            return -2;
+        if ((len = read_iov(pid, (uint64_t)(uintptr_t)h.msg_iov, h.msg_iovlen, data)) < 0)
+            return -2;
+        if (h.msg_controllen > SEND_CTL)
+            return -1;
+        if (h.msg_controllen && read_direct(pid, (uint64_t)(uintptr_t)h.msg_control, ctl,
+                                            h.msg_controllen) != (ssize_t)h.msg_controllen)
+            return -2;
+        m.msg_control = h.msg_controllen ? ctl : NULL;
+        m.msg_controllen = h.msg_controllen;
+        flags = (int)(n->data.nr == SYS_sendmsg ? n->data.args[2] : n->data.args[3]);
+    }
+    iov.iov_base = data;
+    iov.iov_len = (size_t)len;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_name = &o->egress_ss;
+    m.msg_namelen = o->egress_len;
+    if (iso_egress_sendto(fd, n->id, pid, (int)n->data.args[0], &m, flags, &sent, err) < 0)
+        return -1;
+    *val = sent;
+    if (*err == 0 && n->data.nr == SYS_sendmmsg) {
+        /* One message sent: sendmmsg returns 1 and the caller sends the
+         * rest (each judged in turn).  Its msg_len is the agent's to read. */
+        unsigned ml = (unsigned)sent;
+        struct iovec l = { &ml, sizeof ml };
+        struct iovec r = { (void *)(uintptr_t)(o->msg + offsetof(struct mmsghdr, msg_len)),
+                           sizeof ml };
+        if (process_vm_writev(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof ml)
+            return -2;
+        *val = 1;
+    }
+    return 0;
 }
 
 static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, void *ctx)
@@ -635,6 +856,8 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
         break;
     case SYS_connect:
     case SYS_sendto:
+    case SYS_sendmsg:
+    case SYS_sendmmsg:
         decide_connect(req, n, &o, &fault);
         break;
     case SYS_open:
@@ -660,14 +883,26 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
         return 0;
     }
     if (!o.deny && o.egress) {
-        int e;
-        if (iso_egress_connect(fd, n->id, (pid_t)n->pid, (int)n->data.args[0],
-                               (struct sockaddr *)&o.egress_ss, o.egress_len, &e) == 0) {
-            if (respond(fd, n->id, e, false) < 0 && errno != ENOENT)
+        int e = 0, r;
+        bool cont = false;
+        int64_t val = 0;
+        if (n->data.nr == SYS_connect)
+            r = iso_egress_connect(fd, n->id, (pid_t)n->pid, (int)n->data.args[0],
+                                   (struct sockaddr *)&o.egress_ss, o.egress_len, &e, &cont);
+        else
+            r = egress_send(fd, n, &o, &val, &e);
+        if (r == 0) {
+            if (respond_val(fd, n->id, e == EINPROGRESS || cont ? (cont ? 0 : e) : e, cont,
+                            val) < 0 && errno != ENOENT)
                 return -1;
-            o.ev.err = e;
+            o.ev.err = e == EINPROGRESS ? 0 : e;
             if (o.report && cb)
                 cb(ctx, &o.ev);
+            return 0;
+        }
+        if (r == -2) {
+            /* The data could not be read: the kernel would fail the same. */
+            respond(fd, n->id, EFAULT, false);
             return 0;
         }
     }
