@@ -53,11 +53,13 @@
 #define MEM_SLOTS   2048        /* a busy agent resolves a few hundred names */
 #define FOREVER     UINT64_MAX
 
+/* The keys apart from the names: the supervisor scans them on every
+ * connect, and 2,048 keys of 32 bytes stay in the cache (with the names
+ * beside them the scan touched 570 KB and cost 0.2 ms a connect). */
 struct mem_slot {
     uint64_t expires_ms;        /* 0: empty */
     unsigned char family;
     unsigned char addr[16];
-    char name[ISO_DNS_NAME];
 };
 
 struct pending {
@@ -75,6 +77,7 @@ static struct {
     unsigned next_slot;
     struct pending pend[PENDING];
     struct mem_slot mem[MEM_SLOTS];
+    char name[MEM_SLOTS][ISO_DNS_NAME];
 } stub = { .agent_fd = -1, .up_fd = -1 };
 
 static uint64_t now_ms(void)
@@ -252,7 +255,7 @@ void iso_dns_remember(const char *name, int family, const unsigned char *addr,
             continue;
         }
         if (s->family == family && memcmp(s->addr, addr, alen) == 0
-            && strcmp(s->name, name) == 0) {
+            && strcmp(stub.name[i], name) == 0) {
             if (exp > s->expires_ms)
                 s->expires_ms = exp;
             return;
@@ -274,7 +277,7 @@ void iso_dns_remember(const char *name, int family, const unsigned char *addr,
     memset(free_slot, 0, sizeof *free_slot);
     free_slot->family = (unsigned char)family;
     memcpy(free_slot->addr, addr, alen);
-    strlcpy(free_slot->name, name, sizeof free_slot->name);
+    strlcpy(stub.name[free_slot - stub.mem], name, ISO_DNS_NAME);
     free_slot->expires_ms = exp;
 }
 
@@ -294,9 +297,9 @@ size_t iso_dns_names_at(const struct sockaddr *sa, uint64_t now, char (*names)[I
             continue;
         bool dup = false;
         for (size_t k = 0; k < n && !dup; k++)
-            dup = strcmp(names[k], s->name) == 0;
+            dup = strcmp(names[k], stub.name[i]) == 0;
         if (!dup)
-            strlcpy(names[n++], s->name, ISO_DNS_NAME);
+            strlcpy(names[n++], stub.name[i], ISO_DNS_NAME);
     }
     return n;
 }

@@ -67,8 +67,9 @@ static bool fd_cloexec(pid_t pid, int fd)
 }
 
 /* Options a client sets before connecting and expects to keep.  Copied
- * when the agent's socket has them; one that will not copy (another
- * protocol's) is skipped. */
+ * when the agent's value differs from a fresh socket's; one that will not
+ * copy (another protocol's) is skipped.  Not TCP_MAXSEG: before a connect
+ * it reads the default 536, and setting that would clamp the connection. */
 static const struct { int level, name; } copy_opts[] = {
     { SOL_SOCKET, SO_KEEPALIVE }, { SOL_SOCKET, SO_REUSEADDR }, { SOL_SOCKET, SO_REUSEPORT },
     { SOL_SOCKET, SO_LINGER }, { SOL_SOCKET, SO_RCVTIMEO_NEW }, { SOL_SOCKET, SO_SNDTIMEO_NEW },
@@ -78,21 +79,63 @@ static const struct { int level, name; } copy_opts[] = {
     { IPPROTO_IPV6, IPV6_V6ONLY }, { IPPROTO_IPV6, IPV6_TCLASS },
     { IPPROTO_IPV6, IPV6_RECVERR }, { IPPROTO_IPV6, IPV6_RECVPKTINFO },
     { IPPROTO_TCP, TCP_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE }, { IPPROTO_TCP, TCP_KEEPINTVL },
-    { IPPROTO_TCP, TCP_KEEPCNT }, { IPPROTO_TCP, TCP_USER_TIMEOUT }, { IPPROTO_TCP, TCP_MAXSEG },
+    { IPPROTO_TCP, TCP_KEEPCNT }, { IPPROTO_TCP, TCP_USER_TIMEOUT },
     { IPPROTO_TCP, TCP_FASTOPEN_CONNECT }, { IPPROTO_TCP, TCP_NOTSENT_LOWAT },
 };
 
-static void copy_options(int from, int to, int domain, int type)
+#define N_OPTS (sizeof copy_opts / sizeof copy_opts[0])
+
+/* A fresh socket's value of each option, per family and type (read once:
+ * comparing against them halves the system calls of a copy). */
+struct opt_defaults {
+    bool known;
+    int domain, type;
+    socklen_t len[N_OPTS];      /* 0: the option does not apply */
+    unsigned char v[N_OPTS][64];
+};
+
+static const struct opt_defaults *defaults_of(int s, int domain, int type)
 {
-    for (size_t i = 0; i < sizeof copy_opts / sizeof copy_opts[0]; i++) {
-        unsigned char v[64];
-        socklen_t l = sizeof v;
+    static struct opt_defaults cache[4];
+    struct opt_defaults *d = NULL;
+
+    for (size_t i = 0; i < 4; i++)
+        if (cache[i].known && cache[i].domain == domain && cache[i].type == type)
+            return &cache[i];
+    for (size_t i = 0; i < 4 && d == NULL; i++)
+        if (!cache[i].known)
+            d = &cache[i];
+    if (d == NULL)
+        return NULL;
+    for (size_t i = 0; i < N_OPTS; i++) {
         int lv = copy_opts[i].level;
+        socklen_t l = sizeof d->v[i];
+        d->len[i] = 0;
         if ((lv == IPPROTO_IP && domain != AF_INET) || (lv == IPPROTO_IPV6 && domain != AF_INET6)
             || (lv == IPPROTO_TCP && type != SOCK_STREAM))
             continue;
-        if (getsockopt(from, lv, copy_opts[i].name, v, &l) == 0)
-            (void)setsockopt(to, lv, copy_opts[i].name, v, l);
+        if (getsockopt(s, lv, copy_opts[i].name, d->v[i], &l) == 0)
+            d->len[i] = l;
+    }
+    d->domain = domain;
+    d->type = type;
+    d->known = true;
+    return d;
+}
+
+/* TO is a fresh socket of DOMAIN and TYPE. */
+static void copy_options(int from, int to, int domain, int type)
+{
+    const struct opt_defaults *d = defaults_of(to, domain, type);
+
+    for (size_t i = 0; i < N_OPTS; i++) {
+        unsigned char v[64];
+        socklen_t l = sizeof v;
+        if (d == NULL || d->len[i] == 0)
+            continue;
+        if (getsockopt(from, copy_opts[i].level, copy_opts[i].name, v, &l) == 0
+            && (l != d->len[i] || memcmp(v, d->v[i], l) != 0))
+            (void)setsockopt(to, copy_opts[i].level, copy_opts[i].name, v, l);
     }
 }
 
