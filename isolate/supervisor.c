@@ -473,17 +473,93 @@ static bool policy_has_host_rule(const struct policy *p)
     return false;
 }
 
+/* Whether PID's net namespace has a socket of TYPE listening (TCP) or
+ * bound (UDP) on loopback address SS's port, on that address or a
+ * wildcard: the agent's own server (a dev server, a test's fixture), which
+ * its connects must reach inside, not the host's.  Read from
+ * /proc/PID/net/{tcp,tcp6,udp,udp6}, which show the agent's namespace. */
+static bool agent_listens(pid_t pid, const struct sockaddr_storage *ss, bool dgram)
+{
+    static const char *const files[2][2] = { { "tcp", "tcp6" }, { "udp", "udp6" } };
+    unsigned char want[16];
+    int want_fam, port;
+    bool found = false;
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        want_fam = AF_INET;
+        memcpy(want, &in->sin_addr, 4);
+        port = ntohs(in->sin_port);
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        port = ntohs(in6->sin6_port);
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            want_fam = AF_INET;
+            memcpy(want, in6->sin6_addr.s6_addr + 12, 4);
+        } else {
+            want_fam = AF_INET6;
+            memcpy(want, &in6->sin6_addr, 16);
+        }
+    }
+    for (int f = 0; f < 2 && !found; f++) {
+        char path[64], line[512];
+        FILE *fp;
+        snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, files[dgram][f]);
+        if ((fp = fopen(path, "re")) == NULL)
+            continue;
+        while (!found && fgets(line, sizeof line, fp)) {
+            char laddr[40];
+            unsigned lport, st;
+            unsigned char a[16];
+            bool any = true, v4 = f == 0;
+            if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", laddr, &lport, &st) != 3)
+                continue;
+            if ((int)lport != port || st != (dgram ? 7u : 10u))  /* UNCONN, LISTEN */
+                continue;
+            /* Each 32-bit word as the kernel holds it, printed as a number. */
+            for (int w = 0; w < (v4 ? 1 : 4); w++) {
+                char word[9];
+                uint32_t x;
+                memcpy(word, laddr + 8 * w, 8);
+                word[8] = '\0';
+                x = (uint32_t)strtoul(word, NULL, 16);
+                memcpy(a + 4 * w, &x, 4);
+            }
+            for (int i = 0; i < (v4 ? 4 : 16); i++)
+                any = any && a[i] == 0;
+            if (any && (v4 == (want_fam == AF_INET) || !v4))
+                found = true;   /* a wildcard (:: takes IPv4 too, unless V6ONLY) */
+            else if (v4 && want_fam == AF_INET && memcmp(a, want, 4) == 0)
+                found = true;
+            else if (!v4 && want_fam == AF_INET6 && memcmp(a, want, 16) == 0)
+                found = true;
+            else if (!v4 && want_fam == AF_INET && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)a)
+                     && memcmp(a + 12, want, 4) == 0)
+                found = true;
+        }
+        fclose(fp);
+    }
+    return found;
+}
+
 /* An allowed connect or datagram is made by sbx-guard in the host's
  * namespace (egress.c): the agent's own namespace has only its own `lo`.
  * Without one (a policy that binds beyond loopback), still for loopback
  * connects and every datagram: then what was judged is what is used. */
 static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_storage *ss,
-                        socklen_t len)
+                        socklen_t len, pid_t pid, bool dgram_hint)
 {
     if (o->deny || (ss->ss_family != AF_INET && ss->ss_family != AF_INET6))
         return;
     if (!sup_netns && !send && !is_loopback_addr(ss))
         return;
+    /* The agent's own server, in its own namespace: reached there (the
+     * kernel carries on; nothing outside is touched). */
+    if (sup_netns && is_loopback_addr(ss) && agent_listens(pid, ss, dgram_hint)) {
+        strlcpy(o->reason, "the agent's own server, in its own net namespace", sizeof o->reason);
+        o->ev.reason = o->reason;
+        return;
+    }
     o->egress = true;
     memcpy(&o->egress_ss, ss, sizeof *ss);
     o->egress_len = len;
@@ -703,7 +779,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
             o->ev.reason = "no name an allowed rule names was resolved to this address "
                            "through sbx's resolver";
         }
-        mark_egress(o, send, &ss, len);
+        mark_egress(o, send, &ss, len, pid, send);
         return;
     }
     from_policy(o, &v);
@@ -711,7 +787,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
      * for want of an allow rule may be wrong if a host-name rule could
      * match this port.  Then carry on (the guard, which sees the name,
      * decides) and say so; explicit deny rules stay refused. */
-    mark_egress(o, send, &ss, len);
+    mark_egress(o, send, &ss, len, pid, send);
     if (o->deny && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
         && v.rule && v.rule->list != POLICY_CONNECT_DENY && port >= 0) {
         if (host_rule_may_match(req->policy, &ss, port)) {

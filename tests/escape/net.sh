@@ -395,4 +395,19 @@ sendmsg-ok" "what arrived at the allowed sink"
     expect_row op=send decision=deny layer=supervisor target=127.0.0.9:$PORT_no
 }
 
+test_the_agents_own_loopback_server_is_reached_inside_its_namespace() {
+    listen a 4 127.0.0.1
+    printf 'version: 1\nname: own\nnetwork:\n  connect:\n    allow: ["127.0.0.1"]\n  bind:\n    allow: ["127.0.0.1:0", "127.0.0.1:1024-65535"]\n' >"$T/own.yaml"
+    out=$(native --policy "$T/own.yaml" -- python3 -c "
+import socket, threading
+s = socket.socket(); s.bind(('127.0.0.1', $PORT_a)); s.listen(1)
+def serve():
+    c, _ = s.accept(); c.sendall(b'inside'); c.close()
+threading.Thread(target=serve).start()
+c = socket.create_connection(('127.0.0.1', $PORT_a)); print(c.recv(16).decode())")
+    assert_eq "$out" "inside" "the agent's own server on the port the host also listens on"
+    out=$(native --policy "$T/own.yaml" -- curl -s http://127.0.0.1:"$PORT_a"/)
+    assert_eq "$out" "hi" "without a server of its own, the host's"
+}
+
 run_tests
