@@ -258,8 +258,10 @@ int iso_egress_sendto(int notify_fd, uint64_t id, pid_t pid, int agent_fd,
 /* Under native with the agent's own net namespace (native.c says so once
  * the agent runs): every allowed connect and datagram is made by sbx-guard
  * in its own namespace, the stub's address is the agent's, and host-name
- * rules are decided by what the stub resolved (docs/network.md). */
-void iso_supervise_set_netns(bool on);
+ * rules are decided by what the stub resolved (docs/network.md).  DIAG_FD
+ * (owned from now; -1 none): a NETLINK_SOCK_DIAG socket in the agent's
+ * namespace, to see the agent's own loopback servers. */
+void iso_supervise_set_netns(bool on, int diag_fd);
 
 /* ---- dns_stub.c: the agent's resolver (see isolate.h for serving) ------- */
 

@@ -47,6 +47,8 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -279,6 +281,11 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
         if (send_fd(sfd, dfd, 'D') < 0)
             die(efd, STAGE_NS, errno, "dns stub: send the socket");
         close(dfd);
+        /* For the supervisor to see the agent's own servers (supervisor.c). */
+        dfd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (dfd < 0 || send_fd(sfd, dfd, 'N') < 0)
+            die(efd, STAGE_NS, errno, "sock_diag socket");
+        close(dfd);
         if (mount_resolv(pl->resolv) < 0)
             die(efd, STAGE_NS, errno, "dns stub: /etc/resolv.conf");
     }
@@ -354,7 +361,8 @@ static int take_listener(pid_t pid, bool ns, int fd)
     return l;
 }
 
-static int recv_msg(int sock, struct iso_child *child, int *dns_fd, pid_t pid, bool ns)
+static int recv_msg(int sock, struct iso_child *child, int *dns_fd, int *diag_fd, pid_t pid,
+                    bool ns)
 {
     char buf[16];
     struct iovec iov = { buf, sizeof buf };
@@ -377,6 +385,8 @@ static int recv_msg(int sock, struct iso_child *child, int *dns_fd, pid_t pid, b
             memcpy(&fd, CMSG_DATA(c), sizeof fd);
             if (buf[0] == 'D' && *dns_fd < 0)
                 *dns_fd = fd;
+            else if (buf[0] == 'N' && *diag_fd < 0)
+                *diag_fd = fd;
             else
                 close(fd);
         }
@@ -400,7 +410,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
     struct status_msg m;
     ssize_t n = 0;
     int elapsed = 0;
-    int dns_fd = -1;
+    int dns_fd = -1, diag_fd = -1;
 
     if (pipe2(ep, O_CLOEXEC) < 0) {
         iso_errf(err, errsz, "pipe: %s", strerror(errno));
@@ -458,7 +468,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
             goto fail;
         }
         if (pf[1].revents & POLLIN)
-            (void)recv_msg(sp[0], child, &dns_fd, pid, pl->ns);
+            (void)recv_msg(sp[0], child, &dns_fd, &diag_fd, pid, pl->ns);
         /* The exec's outcome first: once it is known, a pending
          * notification is the agent's own doing and sbx-guard's to
          * record; only the agent's first execve is answered here. */
@@ -471,7 +481,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
         if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
             (void)iso_supervise_quiet(child->notify_fd, req);
     }
-    (void)recv_msg(sp[0], child, &dns_fd, pid, pl->ns);
+    (void)recv_msg(sp[0], child, &dns_fd, &diag_fd, pid, pl->ns);
     if (n == 0 && (!pl->notify || child->notify_fd >= 0)) {
         close(ep[0]);
         if (pl->netns) {
@@ -480,6 +490,8 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
             if (dns_fd < 0 || iso_dns_start(req, dns_fd, err, errsz) < 0) {
                 if (dns_fd < 0)
                     iso_errf(err, errsz, "isolation: the sandbox sent no DNS stub socket");
+                if (diag_fd >= 0)
+                    close(diag_fd);
                 close(sp[0]);
                 if (child->notify_fd >= 0)
                     close(child->notify_fd);
@@ -489,7 +501,8 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
             }
             child->dns = true;
         }
-        iso_supervise_set_netns(pl->netns);
+        iso_supervise_set_netns(pl->netns, diag_fd);
+        diag_fd = -1;
         child->pid = pid;
         child->pidns = pl->ns;
         child->status_fd = pl->ns ? sp[0] : -1;
@@ -509,6 +522,8 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
         close(sp[0]);
         if (dns_fd >= 0)
             close(dns_fd);
+        if (diag_fd >= 0)
+            close(diag_fd);
         if (child->notify_fd >= 0)
             close(child->notify_fd);
         child->notify_fd = -1;
@@ -521,6 +536,8 @@ fail:
     close(sp[0]);
     if (dns_fd >= 0)
         close(dns_fd);
+    if (diag_fd >= 0)
+        close(diag_fd);
     if (child->notify_fd >= 0)
         close(child->notify_fd);
     child->notify_fd = -1;

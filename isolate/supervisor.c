@@ -28,7 +28,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/audit.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -272,10 +275,14 @@ static struct seccomp_notif_sizes sizes;
 
 /* The agent has its own net namespace (iso_supervise_set_netns). */
 static bool sup_netns;
+static int sup_diag_fd = -1;    /* NETLINK_SOCK_DIAG in the agent's namespace */
 
-void iso_supervise_set_netns(bool on)
+void iso_supervise_set_netns(bool on, int diag_fd)
 {
     sup_netns = on;
+    if (sup_diag_fd >= 0)
+        close(sup_diag_fd);
+    sup_diag_fd = diag_fd;
 }
 
 static int respond_val(int fd, uint64_t id, int error, bool cont, int64_t val)
@@ -473,18 +480,69 @@ static bool policy_has_host_rule(const struct policy *p)
     return false;
 }
 
-/* Whether PID's net namespace has a socket of TYPE listening (TCP) or
- * bound (UDP) on loopback address SS's port, on that address or a
- * wildcard: the agent's own server (a dev server, a test's fixture), which
- * its connects must reach inside, not the host's.  Read from
- * /proc/PID/net/{tcp,tcp6,udp,udp6}, which show the agent's namespace. */
-static bool agent_listens(pid_t pid, const struct sockaddr_storage *ss, bool dgram)
+/* Whether the agent's net namespace has a socket listening (TCP) or bound
+ * and unconnected (UDP) on loopback address SS's port, on that address or
+ * a wildcard: the agent's own server (a dev server, a test's fixture),
+ * which its connects must reach inside, not the host's.  Asked through a
+ * NETLINK_SOCK_DIAG socket the sandbox's init opened in that namespace
+ * (sup_diag_fd): a dump of listening sockets only walks the listening
+ * table, where /proc/PID/net/tcp walks every socket of the machine. */
+static bool diag_match(int fd, int family, int proto, const unsigned char *want, int want_fam,
+                       int port)
 {
-    static const char *const files[2][2] = { { "tcp", "tcp6" }, { "udp", "udp6" } };
-    unsigned char want[16];
-    int want_fam, port;
-    bool found = false;
+    struct {
+        struct nlmsghdr nh;
+        struct inet_diag_req_v2 r;
+    } req;
+    static char buf[32768];
+    bool found = false, done = false;
 
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = sizeof req;
+    req.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.r.sdiag_family = (uint8_t)family;
+    req.r.sdiag_protocol = (uint8_t)proto;
+    req.r.idiag_states = proto == IPPROTO_TCP ? 1u << 10 : 1u << 7;  /* LISTEN, CLOSE */
+    if (send(fd, &req, sizeof req, 0) < 0)
+        return false;
+    while (!done) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+                done = true;
+                break;
+            }
+            const struct inet_diag_msg *m = NLMSG_DATA(h);
+            const unsigned char *a = (const unsigned char *)m->id.idiag_src;
+            bool any = true;
+            if (ntohs(m->id.idiag_sport) != port || found)
+                continue;
+            for (int i = 0; i < (family == AF_INET ? 4 : 16); i++)
+                any = any && a[i] == 0;
+            if (any)
+                found = true;   /* a wildcard (:: takes IPv4 too, unless V6ONLY) */
+            else if (family == want_fam && memcmp(a, want, family == AF_INET ? 4 : 16) == 0)
+                found = true;
+            else if (family == AF_INET6 && want_fam == AF_INET
+                     && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)
+                     && memcmp(a + 12, want, 4) == 0)
+                found = true;
+        }
+    }
+    return found;
+}
+
+static bool agent_listens(const struct sockaddr_storage *ss, bool dgram)
+{
+    unsigned char want[16];
+    int want_fam, port, proto = dgram ? IPPROTO_UDP : IPPROTO_TCP;
+
+    if (sup_diag_fd < 0)
+        return false;
     if (ss->ss_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
         want_fam = AF_INET;
@@ -501,45 +559,8 @@ static bool agent_listens(pid_t pid, const struct sockaddr_storage *ss, bool dgr
             memcpy(want, &in6->sin6_addr, 16);
         }
     }
-    for (int f = 0; f < 2 && !found; f++) {
-        char path[64], line[512];
-        FILE *fp;
-        snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, files[dgram][f]);
-        if ((fp = fopen(path, "re")) == NULL)
-            continue;
-        while (!found && fgets(line, sizeof line, fp)) {
-            char laddr[40];
-            unsigned lport, st;
-            unsigned char a[16];
-            bool any = true, v4 = f == 0;
-            if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x", laddr, &lport, &st) != 3)
-                continue;
-            if ((int)lport != port || st != (dgram ? 7u : 10u))  /* UNCONN, LISTEN */
-                continue;
-            /* Each 32-bit word as the kernel holds it, printed as a number. */
-            for (int w = 0; w < (v4 ? 1 : 4); w++) {
-                char word[9];
-                uint32_t x;
-                memcpy(word, laddr + 8 * w, 8);
-                word[8] = '\0';
-                x = (uint32_t)strtoul(word, NULL, 16);
-                memcpy(a + 4 * w, &x, 4);
-            }
-            for (int i = 0; i < (v4 ? 4 : 16); i++)
-                any = any && a[i] == 0;
-            if (any && (v4 == (want_fam == AF_INET) || !v4))
-                found = true;   /* a wildcard (:: takes IPv4 too, unless V6ONLY) */
-            else if (v4 && want_fam == AF_INET && memcmp(a, want, 4) == 0)
-                found = true;
-            else if (!v4 && want_fam == AF_INET6 && memcmp(a, want, 16) == 0)
-                found = true;
-            else if (!v4 && want_fam == AF_INET && IN6_IS_ADDR_V4MAPPED((struct in6_addr *)a)
-                     && memcmp(a + 12, want, 4) == 0)
-                found = true;
-        }
-        fclose(fp);
-    }
-    return found;
+    return (want_fam == AF_INET && diag_match(sup_diag_fd, AF_INET, proto, want, want_fam, port))
+           || diag_match(sup_diag_fd, AF_INET6, proto, want, want_fam, port);
 }
 
 /* An allowed connect or datagram is made by sbx-guard in the host's
@@ -547,7 +568,7 @@ static bool agent_listens(pid_t pid, const struct sockaddr_storage *ss, bool dgr
  * Without one (a policy that binds beyond loopback), still for loopback
  * connects and every datagram: then what was judged is what is used. */
 static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_storage *ss,
-                        socklen_t len, pid_t pid, bool dgram_hint)
+                        socklen_t len, bool dgram_hint)
 {
     if (o->deny || (ss->ss_family != AF_INET && ss->ss_family != AF_INET6))
         return;
@@ -555,7 +576,7 @@ static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_
         return;
     /* The agent's own server, in its own namespace: reached there (the
      * kernel carries on; nothing outside is touched). */
-    if (sup_netns && is_loopback_addr(ss) && agent_listens(pid, ss, dgram_hint)) {
+    if (sup_netns && is_loopback_addr(ss) && agent_listens(ss, dgram_hint)) {
         strlcpy(o->reason, "the agent's own server, in its own net namespace", sizeof o->reason);
         o->ev.reason = o->reason;
         return;
@@ -779,7 +800,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
             o->ev.reason = "no name an allowed rule names was resolved to this address "
                            "through sbx's resolver";
         }
-        mark_egress(o, send, &ss, len, pid, send);
+        mark_egress(o, send, &ss, len, send);
         return;
     }
     from_policy(o, &v);
@@ -787,7 +808,7 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
      * for want of an allow rule may be wrong if a host-name rule could
      * match this port.  Then carry on (the guard, which sees the name,
      * decides) and say so; explicit deny rules stay refused. */
-    mark_egress(o, send, &ss, len, pid, send);
+    mark_egress(o, send, &ss, len, send);
     if (o->deny && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
         && v.rule && v.rule->list != POLICY_CONNECT_DENY && port >= 0) {
         if (host_rule_may_match(req->policy, &ss, port)) {
