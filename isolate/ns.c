@@ -216,6 +216,9 @@ const char *iso_net_layers(const struct policy *p, const char *target, enum iso_
                        "connect or datagram is made by sbx-guard in the host's namespace to the "
                        "address it read once and handed to the agent, anything else is refused "
                        "and recorded; kernel: the agent's own net namespace (only its lo)";
+            if (iso_net_loopback_only(p))
+                return "guard (exact); supervisor refuses and records it; kernel: the agent's "
+                       "own net namespace has no route out (exact)";
             return "guard (exact, sees host names); supervisor (exact, static programs too): "
                    "an IP or CIDR rule by address, a host-name rule through the addresses "
                    "sbx's DNS stub resolved that name to for this agent (the agent's only "

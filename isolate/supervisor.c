@@ -828,20 +828,21 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
 #define SEND_CTL    1024
 
 /* Reads the iovec array IOV (N entries) of the agent into DATA (at most
- * SEND_MAX bytes: a datagram cannot be longer).  Bytes, or -1. */
+ * SEND_MAX bytes: a datagram cannot be longer).  Bytes, -1 (unreadable) or
+ * -2 (more than a datagram holds, or more than SEND_IOV pieces). */
 static ssize_t read_iov(pid_t pid, uint64_t iov, size_t n, char *data)
 {
     struct iovec v[SEND_IOV];
     size_t got = 0;
 
     if (n > SEND_IOV)
-        return -1;
+        return -2;
     if (n && read_direct(pid, iov, v, n * sizeof v[0]) != (ssize_t)(n * sizeof v[0]))
         return -1;
     for (size_t i = 0; i < n; i++) {
         size_t l = v[i].iov_len;
         if (l > SEND_MAX - got)
-            return -1;          /* EMSGSIZE for a datagram anyway */
+            return -2;          /* EMSGSIZE for a datagram anyway */
         if (l && read_direct(pid, (uint64_t)(uintptr_t)v[i].iov_base, data + got, l)
                      != (ssize_t)l)
             return -1;
@@ -853,7 +854,9 @@ static ssize_t read_iov(pid_t pid, uint64_t iov, size_t n, char *data)
 /* An allowed datagram (sendto, sendmsg, or the first message of a
  * sendmmsg), sent by sbx-guard (egress.c) with the data and control read
  * from the agent now and the address judged.  0 (decided: *VAL, or *ERR),
- * -1 (let the kernel answer), -2 (unreadable). */
+ * -1 (not a datagram socket: let the kernel answer), -2 (unreadable).
+ * Never "carry on" for what is too big to copy: on a socket of ours a
+ * racing thread could then change the address after the check. */
 static int egress_send(int fd, const struct seccomp_notif *n, struct verdict_out *o,
                        int64_t *val, int *err)
 {
@@ -867,8 +870,10 @@ static int egress_send(int fd, const struct seccomp_notif *n, struct verdict_out
 
     memset(&m, 0, sizeof m);
     if (n->data.nr == SYS_sendto) {
-        if (n->data.args[2] > SEND_MAX)
-            return -1;
+        if (n->data.args[2] > SEND_MAX) {
+            *err = EMSGSIZE;
+            return 0;
+        }
         len = (ssize_t)n->data.args[2];
         if (len && read_direct(pid, n->data.args[1], data, (size_t)len) != len)
             return -2;
@@ -877,10 +882,16 @@ static int egress_send(int fd, const struct seccomp_notif *n, struct verdict_out
         struct msghdr h;
         if (read_direct(pid, o->msg, &h, sizeof h) != (ssize_t)sizeof h)
             return -2;
-        if ((len = read_iov(pid, (uint64_t)(uintptr_t)h.msg_iov, h.msg_iovlen, data)) < 0)
-            return -2;
-        if (h.msg_controllen > SEND_CTL)
-            return -1;
+        if ((len = read_iov(pid, (uint64_t)(uintptr_t)h.msg_iov, h.msg_iovlen, data)) < 0) {
+            if (len == -1)
+                return -2;
+            *err = EMSGSIZE;
+            return 0;
+        }
+        if (h.msg_controllen > SEND_CTL) {
+            *err = ENOBUFS;
+            return 0;
+        }
         if (h.msg_controllen && read_direct(pid, (uint64_t)(uintptr_t)h.msg_control, ctl,
                                             h.msg_controllen) != (ssize_t)h.msg_controllen)
             return -2;
