@@ -369,9 +369,15 @@ static int recv_msg(int sock, struct iso_child *child, int *dns_fd, int *diag_fd
     union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
                           .msg_control = u.b, .msg_controllen = sizeof u.b };
-    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     struct cmsghdr *c;
+    char tag;
+    ssize_t n;
 
+    /* The agent's wait status ('W', from the init) is iso_child_status's:
+     * an agent that ends at once can have it here before the last call. */
+    if (recv(sock, &tag, 1, MSG_DONTWAIT | MSG_PEEK) != 1 || tag == 'W')
+        return -1;
+    n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n <= 0)
         return -1;
     if (buf[0] == 'L' && n == 1 + (ssize_t)sizeof(int) && child->notify_fd < 0) {
