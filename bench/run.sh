@@ -16,3 +16,5 @@ for b in "$B"/bench/bench_*; do
 done
 echo "== macro workloads (median over rounds of guarded / bare in the same round)"
 python3 "$ROOT/bench/macro.py" --build "$B" "$@"
+echo "== network (connect and DNS; bench/net.py)"
+python3 "$ROOT/bench/net.py" --build "$B"

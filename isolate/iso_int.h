@@ -103,7 +103,7 @@ struct iso_bpf {
     unsigned short len;
 };
 /* What the filter hands to the supervisor (NOTIFY below). */
-#define ISO_NOTIFY_EXEC_NET 1u  /* execve, execveat, connect, sendto(addr) */
+#define ISO_NOTIFY_EXEC_NET 1u  /* execve, execveat, connect, sendto(addr), sendmsg, sendmmsg */
 #define ISO_NOTIFY_OPEN     2u  /* open, openat, openat2, creat */
 /* Builds the filter: EPERM list, clone namespace flags, clone3 ENOSYS,
  * personality, bad arch kills, and user notification for the calls NOTIFY
@@ -194,6 +194,11 @@ void iso_mounts_print(const struct iso_mounts *mp, FILE *out);
 /* True when no network.connect.allow or bind rule needs anything but
  * loopback, so a fresh net namespace with only `lo` loses nothing. */
 bool iso_net_loopback_only(const struct policy *p);
+/* Native: whether the agent gets its own net namespace, reached out of
+ * only by the connections sbx-guard makes for it (egress.c) and resolving
+ * only through the DNS stub: unless in audit mode or a bind.allow rule
+ * names a non-loopback address (docs/network.md). */
+bool iso_net_own_ns(const struct policy *p);
 /* True when no network.connect.allow or bind rule names anything but unix:
  * sockets: bwrap (which has no supervisor to reach the host's loopback for
  * the agent) then gives the agent a net namespace; otherwise the host's. */
@@ -250,14 +255,69 @@ bool iso_open_judge(const struct iso_request *req, const char *name, uint64_t fl
 int iso_supervise_plan(const struct iso_landlock *ll, const struct iso_mounts *mp);
 /* egress.c: makes the connection of notification ID (process PID,
  * descriptor AGENT_FD) to SA itself, in sbx-guard's network namespace, and
- * puts the connected socket in place of AGENT_FD.  0 when the answer is
- * decided: *AGENT_ERR is 0 (connected; answer success) or the errno the
- * agent's connect should fail with.  -1 when this cannot be done (not a
- * stream or datagram socket, already connected, descriptor gone): then let
- * the kernel answer in the agent's own namespace. */
+ * puts the socket in place of AGENT_FD.  0 when the answer is decided:
+ * *CONT set: answer "carry on" (a blocking agent's connect then waits for
+ * the connection made); else *AGENT_ERR is 0 (connected), EINPROGRESS (a
+ * non-blocking socket) or the errno the agent's connect fails with.  -1
+ * when this cannot be done (not a stream or datagram socket, one already
+ * connecting, descriptor gone): then let the kernel answer. */
 struct sockaddr;
+struct msghdr;
 int iso_egress_connect(int notify_fd, uint64_t id, pid_t pid, int agent_fd,
-                       const struct sockaddr *sa, unsigned len, int *agent_err);
+                       const struct sockaddr *sa, unsigned len, int *agent_err, bool *cont);
+/* Sends the datagram MSG (msg_name set, judged allowed; data and control
+ * in sbx-guard's memory) for notification ID itself, from a socket in
+ * sbx-guard's namespace that replaces AGENT_FD (unless AGENT_FD already is
+ * one).  0 when decided: *SENT bytes, or *AGENT_ERR.  -1 when this cannot
+ * be done (not a datagram socket): let the kernel answer. */
+int iso_egress_sendto(int notify_fd, uint64_t id, pid_t pid, int agent_fd,
+                      const struct msghdr *msg, int flags, ssize_t *sent, int *agent_err);
+/* Under native with the agent's own net namespace (native.c says so once
+ * the agent runs): every allowed connect and datagram is made by sbx-guard
+ * in its own namespace, the stub's address is the agent's, and host-name
+ * rules are decided by what the stub resolved (docs/network.md).  DIAG_FD
+ * (owned from now; -1 none): a NETLINK_SOCK_DIAG socket in the agent's
+ * namespace, to see the agent's own loopback servers. */
+void iso_supervise_set_netns(bool on, int diag_fd);
+
+/* ---- dns_stub.c: the agent's resolver (see isolate.h for serving) ------- */
+
+/* The stub's address in the agent's namespace (its resolv.conf names it). */
+#define ISO_DNS_STUB_ADDR "127.0.0.53"
+#define ISO_DNS_STUB_PORT 53
+#define ISO_DNS_NAME 256        /* a DNS name is at most 253 characters */
+
+/* The question of a standard query M (N bytes): the name lowercased and
+ * dotted, its type, and where the question ends.  0 or -1 (malformed, not
+ * one question, not class IN, a character no rule could name). */
+int iso_dns_parse_query(const unsigned char *m, size_t n, char *name, size_t namesz,
+                        uint16_t *qtype, size_t *qend);
+/* The same for a response (no QR or class check). */
+int iso_dns_parse_query_q(const unsigned char *m, size_t n, char *name, size_t namesz,
+                          uint16_t *qtype, size_t *qend);
+/* Calls FOUND for each A and AAAA record of response M, whose question must
+ * be QNAME.  0, or -1 when malformed or another question's answer. */
+int iso_dns_parse_answers(const unsigned char *m, size_t n, const char *qname,
+                          void (*found)(void *ctx, int family, const unsigned char *addr,
+                                        uint32_t ttl),
+                          void *ctx);
+/* Remembers that NAME resolved to ADDR (4 or 16 bytes) at NOW (ms, the
+ * monotonic clock) for TTL seconds (at least a minute; UINT32_MAX: for
+ * ever). */
+void iso_dns_remember(const char *name, int family, const unsigned char *addr,
+                      uint32_t ttl, uint64_t now);
+/* The names SA's address was resolved from and that have not expired at
+ * NOW; at most MAX, into NAMES.  iso_dns_names: now. */
+size_t iso_dns_names_at(const struct sockaddr *sa, uint64_t now, char (*names)[ISO_DNS_NAME],
+                        size_t max);
+size_t iso_dns_names(const struct sockaddr *sa, char (*names)[ISO_DNS_NAME], size_t max);
+/* Forgets every answer and every query in flight. */
+void iso_dns_forget(void);
+/* Whether the stub answers NAME for policy P: some connect.allow rule that
+ * could name a host allows NAME on its port (deny rules win as for a
+ * connect).  V: the deciding verdict. */
+bool iso_dns_name_allowed(const struct policy *p, const char *name, struct policy_verdict *v);
+
 /* Hands the supervised open the deny-read inodes of the plan (copied). */
 int iso_supervise_deny_inodes(const struct iso_inode *links, size_t n);
 /* What supervisor.c lends supervise_open.c: reading the caller's memory

@@ -69,6 +69,8 @@ struct iso_child {
     int status_fd;              /* added: -1, or where the sandbox's init
                                  * reports the agent's own wait status
                                  * (see iso_child_status); sbx-guard owns it */
+    bool dns;                   /* the DNS stub serves the agent: poll
+                                 * iso_dns_fds() and call iso_dns_serve */
 };
 
 /* Starts the agent.  Always applies the policy's rlimits, puts the agent in
@@ -110,5 +112,20 @@ int iso_print(const struct iso_request *req, FILE *out);
 typedef void (*iso_event_cb)(void *ctx, const struct sbx_event_desc *ev);
 int iso_supervise(int notify_fd, const struct iso_request *req,
                   iso_event_cb cb, void *ctx);
+
+/* The DNS stub (dns_stub.c), under native with the agent's own net
+ * namespace: the agent's only resolver, which answers the names the policy
+ * allows and remembers what they resolved to (docs/network.md).
+ * iso_spawn starts it (child->dns).  iso_dns_fds fills FDS with the
+ * descriptors to poll (0 to 2; the stub owns them); iso_dns_serve handles
+ * what is readable on FD, reporting each refused query through CB (layer
+ * supervisor, op connect, target "dns:NAME").  Never blocks. */
+int iso_dns_fds(int fds[2]);
+void iso_dns_serve(const struct iso_request *req, int fd, iso_event_cb cb, void *ctx);
+/* Starts the stub on AGENT_FD (a UDP socket bound inside the agent's
+ * namespace; the stub owns it from now).  0, or -1 with ERR. */
+int iso_dns_start(const struct iso_request *req, int agent_fd, char *err, size_t errsz);
+/* Closes the stub's sockets and forgets what it resolved. */
+void iso_dns_stop(void);
 
 #endif

@@ -45,6 +45,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -69,6 +74,7 @@ struct plan {
     const struct iso_request *req;
     bool ns, netns, landlock, notify, notify_open;
     bool tty;                   /* the agent's group takes the terminal */
+    char resolv[2048];          /* the agent's /etc/resolv.conf (netns) */
     struct iso_mounts *mp;
     struct iso_landlock *ll;
     struct iso_bpf bpf;
@@ -97,9 +103,10 @@ static __attribute__((noreturn)) void die(int fd, int stage, int e, const char *
     _exit(127);
 }
 
-static int send_fd(int sock, int fd)
+/* Sends FD over SOCK, tagged TAG ('D': the DNS stub's socket). */
+static int send_fd(int sock, int fd, char tag)
 {
-    char byte = 'L';
+    char byte = tag;
     struct iovec iov = { &byte, 1 };
     union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } u;
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
@@ -173,14 +180,74 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
     if (lfd < 0)
         die(efd, STAGE_AGENT, errno, "seccomp");
     if (pl->notify) {
-        /* Before execve: the execve below waits for sbx-guard's answer. */
-        if (send_fd(sfd, lfd) < 0)
+        /* Before execve: the execve below waits for sbx-guard's answer.
+         * Not passed with sendmsg, which the filter now stops until the
+         * listener (the one being passed) answers: the number is sent
+         * with send() (not stopped), and sbx-guard takes the descriptor
+         * out of this process (pidfd_getfd) while the execve waits; the
+         * exec then closes it here. */
+        char msg[1 + sizeof lfd];
+        msg[0] = 'L';
+        memcpy(msg + 1, &lfd, sizeof lfd);
+        if (fcntl(lfd, F_SETFD, FD_CLOEXEC) < 0 || send(sfd, msg, sizeof msg, MSG_NOSIGNAL) < 0)
             die(efd, STAGE_AGENT, errno, "seccomp: send the listener");
-        close(lfd);
     }
     close(sfd);
     execve(req->argv[0], req->argv, req->envp);
     die(efd, STAGE_AGENT, errno, "exec");
+}
+
+/* The DNS stub's socket, bound inside the agent's new net namespace (only
+ * a process in it can bind there; sbx-guard serves it from outside). */
+static int stub_socket(void)
+{
+    struct sockaddr_in a;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(ISO_DNS_STUB_PORT);
+    if (s < 0 || inet_pton(AF_INET, ISO_DNS_STUB_ADDR, &a.sin_addr) != 1
+        || bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        if (s >= 0)
+            close(s);
+        return -1;
+    }
+    return s;
+}
+
+/* Puts TEXT over /etc/resolv.conf, read-only: a file written on a scratch
+ * tmpfs over /tmp, bound onto it, and the scratch detached again (the
+ * bind keeps the file).  Without an /etc/resolv.conf to cover (or one
+ * whose link leads nowhere) glibc asks 127.0.0.1:53, which in the agent's
+ * namespace nobody serves: resolution fails closed.  0 or -1/errno. */
+static int mount_resolv(const char *text)
+{
+    size_t len = strlen(text);
+    int fd, rc = -1;
+
+    if (access("/etc/resolv.conf", F_OK) < 0)
+        return 0;
+    if (mount("sbx-resolv", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=16k,mode=0755") < 0)
+        return -1;
+    fd = open("/tmp/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+        goto out;
+    if (mount("/tmp/resolv.conf", "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0
+        || mount(NULL, "/etc/resolv.conf", NULL,
+                 MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    {
+        int e = errno;
+        (void)umount2("/tmp", MNT_DETACH);
+        errno = e;
+    }
+    return rc;
 }
 
 static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sfd)
@@ -205,6 +272,23 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
         die(efd, STAGE_NS, 0, err);
     if (iso_mounts_apply(pl->mp, err, sizeof err) < 0)
         die(efd, STAGE_NS, 0, err);
+    /* The agent's only resolver: after the mounts (the file it covers must
+     * be the one the agent will see), before the agent exists. */
+    if (pl->netns) {
+        int dfd = stub_socket();
+        if (dfd < 0)
+            die(efd, STAGE_NS, errno, "dns stub: bind " ISO_DNS_STUB_ADDR ":53");
+        if (send_fd(sfd, dfd, 'D') < 0)
+            die(efd, STAGE_NS, errno, "dns stub: send the socket");
+        close(dfd);
+        /* For the supervisor to see the agent's own servers (supervisor.c). */
+        dfd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (dfd < 0 || send_fd(sfd, dfd, 'N') < 0)
+            die(efd, STAGE_NS, errno, "sock_diag socket");
+        close(dfd);
+        if (mount_resolv(pl->resolv) < 0)
+            die(efd, STAGE_NS, errno, "dns stub: /etc/resolv.conf");
+    }
     /* Rules are opened now, in the new view: a rule on /tmp must name our
      * private /tmp, not the host's one beneath it. */
     if (pl->landlock && (ruleset = iso_landlock_ruleset(pl->ll, err, sizeof err)) < 0)
@@ -245,24 +329,70 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
 }
 
-static int recv_msg(int sock, struct iso_child *child)
+/* The agent's pid as sbx-guard sees it: the init's only child (NS), or
+ * the process started (PID). */
+static pid_t agent_pid(pid_t pid, bool ns)
+{
+    char path[64];
+    long long child = 0;
+    FILE *f;
+
+    if (!ns)
+        return pid;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return -1;
+    if (fscanf(f, "%lld", &child) != 1)
+        child = -1;
+    fclose(f);
+    return (pid_t)child;
+}
+
+/* The agent's seccomp listener, descriptor FD of the agent (see agent()). */
+static int take_listener(pid_t pid, bool ns, int fd)
+{
+    pid_t a = agent_pid(pid, ns);
+    int pidfd, l;
+
+    if (a <= 0 || (pidfd = (int)syscall(SYS_pidfd_open, a, 0)) < 0)
+        return -1;
+    l = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    close(pidfd);
+    return l;
+}
+
+static int recv_msg(int sock, struct iso_child *child, int *dns_fd, int *diag_fd, pid_t pid,
+                    bool ns)
 {
     char buf[16];
     struct iovec iov = { buf, sizeof buf };
     union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
     struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
                           .msg_control = u.b, .msg_controllen = sizeof u.b };
-    ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     struct cmsghdr *c;
+    char tag;
+    ssize_t n;
 
+    /* The agent's wait status ('W', from the init) is iso_child_status's:
+     * an agent that ends at once can have it here before the last call. */
+    if (recv(sock, &tag, 1, MSG_DONTWAIT | MSG_PEEK) != 1 || tag == 'W')
+        return -1;
+    n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n <= 0)
         return -1;
+    if (buf[0] == 'L' && n == 1 + (ssize_t)sizeof(int) && child->notify_fd < 0) {
+        int fd;
+        memcpy(&fd, buf + 1, sizeof fd);
+        child->notify_fd = take_listener(pid, ns, fd);
+    }
     for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
             int fd;
             memcpy(&fd, CMSG_DATA(c), sizeof fd);
-            if (buf[0] == 'L' && child->notify_fd < 0)
-                child->notify_fd = fd;
+            if (buf[0] == 'D' && *dns_fd < 0)
+                *dns_fd = fd;
+            else if (buf[0] == 'N' && *diag_fd < 0)
+                *diag_fd = fd;
             else
                 close(fd);
         }
@@ -286,6 +416,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
     struct status_msg m;
     ssize_t n = 0;
     int elapsed = 0;
+    int dns_fd = -1, diag_fd = -1;
 
     if (pipe2(ep, O_CLOEXEC) < 0) {
         iso_errf(err, errsz, "pipe: %s", strerror(errno));
@@ -343,7 +474,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
             goto fail;
         }
         if (pf[1].revents & POLLIN)
-            (void)recv_msg(sp[0], child);
+            (void)recv_msg(sp[0], child, &dns_fd, &diag_fd, pid, pl->ns);
         /* The exec's outcome first: once it is known, a pending
          * notification is the agent's own doing and sbx-guard's to
          * record; only the agent's first execve is answered here. */
@@ -356,9 +487,28 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
         if (child->notify_fd >= 0 && r > 0 && (pf[2].revents & POLLIN))
             (void)iso_supervise_quiet(child->notify_fd, req);
     }
-    (void)recv_msg(sp[0], child);
+    (void)recv_msg(sp[0], child, &dns_fd, &diag_fd, pid, pl->ns);
     if (n == 0 && (!pl->notify || child->notify_fd >= 0)) {
         close(ep[0]);
+        if (pl->netns) {
+            /* The agent runs: nothing can fail it now but a resolver we
+             * cannot start, which would leave it without names. */
+            if (dns_fd < 0 || iso_dns_start(req, dns_fd, err, errsz) < 0) {
+                if (dns_fd < 0)
+                    iso_errf(err, errsz, "isolation: the sandbox sent no DNS stub socket");
+                if (diag_fd >= 0)
+                    close(diag_fd);
+                close(sp[0]);
+                if (child->notify_fd >= 0)
+                    close(child->notify_fd);
+                child->notify_fd = -1;
+                reap(pid);
+                return -1;
+            }
+            child->dns = true;
+        }
+        iso_supervise_set_netns(pl->netns, diag_fd);
+        diag_fd = -1;
         child->pid = pid;
         child->pidns = pl->ns;
         child->status_fd = pl->ns ? sp[0] : -1;
@@ -376,6 +526,10 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
             iso_errf(err, errsz, "isolation: %s", m.what);
         close(ep[0]);
         close(sp[0]);
+        if (dns_fd >= 0)
+            close(dns_fd);
+        if (diag_fd >= 0)
+            close(diag_fd);
         if (child->notify_fd >= 0)
             close(child->notify_fd);
         child->notify_fd = -1;
@@ -386,6 +540,10 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
 fail:
     close(ep[0]);
     close(sp[0]);
+    if (dns_fd >= 0)
+        close(dns_fd);
+    if (diag_fd >= 0)
+        close(diag_fd);
     if (child->notify_fd >= 0)
         close(child->notify_fd);
     child->notify_fd = -1;
@@ -423,6 +581,25 @@ static void layers_string(const struct plan *pl, bool guard, char *out, size_t o
     if (pl->notify)
         add_layer(out, outsz, pl->notify_open ? "supervisor,supervisor-open" : "supervisor");
     add_layer(out, outsz, "rlimits");
+}
+
+/* The agent's /etc/resolv.conf: the stub alone, with the host's search
+ * domains (a short name is tried under them, each judged by the stub). */
+static void resolv_text(char *out, size_t outsz)
+{
+    char line[512];
+    FILE *f = fopen("/etc/resolv.conf", "re");
+
+    strlcpy(out, "# sbx: the agent's resolver is sbx-guard's DNS stub, which answers only\n"
+            "# the names the policy allows (docs/network.md).\n"
+            "nameserver " ISO_DNS_STUB_ADDR "\noptions edns0\n", outsz);
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f))
+        if ((strncmp(line, "search", 6) == 0 || strncmp(line, "domain", 6) == 0)
+            && (line[6] == ' ' || line[6] == '\t') && strchr(line, '\n'))
+            strlcat(out, line, outsz);
+    fclose(f);
 }
 
 int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
@@ -487,7 +664,9 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
                           &pl.bpf, err, errsz) < 0)
         goto out;
     pl.ns = true;
-    pl.netns = iso_net_loopback_only(req->policy);
+    pl.netns = iso_net_own_ns(req->policy);
+    if (pl.netns)
+        resolv_text(pl.resolv, sizeof pl.resolv);
 
     rc = launch(&pl, child, err, errsz);
     if (rc == -2 && !strict) {

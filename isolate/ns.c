@@ -132,6 +132,24 @@ bool iso_net_loopback_only(const struct policy *p)
     return true;
 }
 
+bool iso_net_own_ns(const struct policy *p)
+{
+    const struct policy_rule *r;
+    size_t n;
+
+    /* Audit mode: the agent must see the network it will have in enforce
+     * mode, and nothing is refused, so nothing needs holding. */
+    if (policy_info(p)->audit_mode)
+        return false;
+    /* A server the agent binds must be reachable from the host when the
+     * policy allows a port beyond loopback: then the host's namespace. */
+    n = policy_rules(p, POLICY_BIND_ALLOW, &r);
+    for (size_t i = 0; i < n; i++)
+        if (!is_loopback(&r[i]))
+            return false;
+    return true;
+}
+
 bool iso_net_unix_only(const struct policy *p)
 {
     static const enum policy_list lists[] = { POLICY_CONNECT_ALLOW, POLICY_BIND_ALLOW };
@@ -192,22 +210,33 @@ const char *iso_net_layers(const struct policy *p, const char *target, enum iso_
             return "guard (exact); supervisor (exact: the socket path of every connect, "
                    "static programs too); the mounts keep an allowed socket that exists at "
                    "start reachable";
-        if (iso_net_loopback_only(p) && lo)
-            return "guard (exact); supervisor (exact, static programs too): an allowed "
-                   "connect is made by sbx-guard in the host's namespace to the address it "
-                   "read once and handed to the agent, anything else is refused and "
-                   "recorded; kernel: the agent's own net namespace (only its lo)";
-        if (iso_net_loopback_only(p))
-            return "guard (exact); supervisor refuses and records it; kernel: the agent's "
-                   "own net namespace has no route out (exact)";
+        if (iso_net_own_ns(p)) {
+            if (lo)
+                return "guard (exact); supervisor (exact, static programs too): an allowed "
+                       "connect or datagram is made by sbx-guard in the host's namespace to the "
+                       "address it read once and handed to the agent, anything else is refused "
+                       "and recorded; kernel: the agent's own net namespace (only its lo)";
+            if (iso_net_loopback_only(p))
+                return "guard (exact); supervisor refuses and records it; kernel: the agent's "
+                       "own net namespace has no route out (exact)";
+            return "guard (exact, sees host names); supervisor (exact, static programs too): "
+                   "an IP or CIDR rule by address, a host-name rule through the addresses "
+                   "sbx's DNS stub resolved that name to for this agent (the agent's only "
+                   "resolver, which answers allowed names only); an allowed connect or "
+                   "datagram is made by sbx-guard in the host's namespace and handed to the "
+                   "agent, anything else is refused and recorded; kernel: the agent's own "
+                   "net namespace has no route out";
+        }
         if (lo)
             return "guard (exact); supervisor (exact on the address: an allowed one is "
-                   "connected by sbx-guard, no time-of-check gap); the host's net namespace";
+                   "connected by sbx-guard, no time-of-check gap); the host's net namespace "
+                   "(a bind rule beyond loopback, or audit mode)";
         return "guard (exact, sees host names); supervisor: exact refusals for IP/CIDR "
                "rules, but lets a connect through when a host-name rule could match its "
                "port (a static program then reaches any address on that port) and a "
                "racing thread can change the address after the check; landlock: TCP ports "
-               "of the rules only (a superset); the host's net namespace";
+               "of the rules only (a superset); the host's net namespace (a bind rule "
+               "beyond loopback, or audit mode)";
     }
 }
 

@@ -102,7 +102,7 @@ int iso_print(const struct iso_request *req, FILE *out)
     struct iso_mounts *mp = calloc(1, sizeof *mp);
     struct iso_landlock *ll = calloc(1, sizeof *ll);
     char err[ISO_ERR_LEN];
-    bool netns = iso_net_loopback_only(req->policy);
+    bool netns = iso_net_own_ns(req->policy);
     bool netns_nosup = iso_net_unix_only(req->policy);   /* bwrap, containers */
     int rc = -1;
 
@@ -152,10 +152,12 @@ int iso_print(const struct iso_request *req, FILE *out)
                      "  SIGKILL of it ends every process of the agent), mount, ipc, uts, cgroup,\n",
                 (unsigned)geteuid(), (unsigned)geteuid(), (unsigned)getegid(), (unsigned)getegid());
         fprintf(out, "  net: %s\n", netns
-                ? "new, only lo up (the policy connects and binds to loopback at most);\n"
-                  "  an allowed connect to a loopback address is made by sbx-guard in the\n"
-                  "  host's namespace and handed to the agent, so the host's service answers"
-                : "the host's (network.connect/bind allow more than loopback)");
+                ? "new, only lo up, no route out; /etc/resolv.conf names sbx's DNS stub\n"
+                  "  (" ISO_DNS_STUB_ADDR ":53, served by sbx-guard: allowed names only, forwarded\n"
+                  "  to the host's resolver); an allowed connect or datagram is made by\n"
+                  "  sbx-guard in the host's namespace and handed to the agent"
+                : pi->audit_mode ? "the host's (audit mode: the agent sees the network it will have)"
+                : "the host's (a network.bind rule allows more than loopback)");
         if (req->mode == ISO_AUTO && !pi->isolation_required)
             fprintf(out, "  (auto: without user namespaces, runs without the namespaces and "
                          "mounts, and says so)\n");
@@ -164,8 +166,9 @@ int iso_print(const struct iso_request *req, FILE *out)
         if (ll->abi <= 0 && (req->mode == ISO_NATIVE || pi->isolation_required))
             fprintf(out, "  -> iso_spawn will refuse to start\n");
         iso_seccomp_print(ISO_NOTIFY_EXEC_NET | (req->supervise_open ? ISO_NOTIFY_OPEN : 0), out);
-        fprintf(out, "supervisor (in sbx-guard, outside the agent): every execve/execveat and\n"
-                     "  connect is judged by files.exec, commands and network.connect, recorded\n"
+        fprintf(out, "supervisor (in sbx-guard, outside the agent): every execve/execveat,\n"
+                     "  connect and datagram with an address is judged by files.exec, commands\n"
+                     "  and network.connect (host names through the DNS stub), recorded\n"
                      "  (layer supervisor), and refused with EACCES when plainly denied; exec of\n"
                      "  a memfd is always refused; ld.so PROG is judged as PROG\n");
         print_net_rules(req->policy, req->mode, out);

@@ -28,7 +28,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/audit.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -270,7 +273,19 @@ int iso_sup_resolve_in(pid_t pid, const char *abs, char *out, size_t outsz)
 
 static struct seccomp_notif_sizes sizes;
 
-static int respond(int fd, uint64_t id, int error, bool cont)
+/* The agent has its own net namespace (iso_supervise_set_netns). */
+static bool sup_netns;
+static int sup_diag_fd = -1;    /* NETLINK_SOCK_DIAG in the agent's namespace */
+
+void iso_supervise_set_netns(bool on, int diag_fd)
+{
+    sup_netns = on;
+    if (sup_diag_fd >= 0)
+        close(sup_diag_fd);
+    sup_diag_fd = diag_fd;
+}
+
+static int respond_val(int fd, uint64_t id, int error, bool cont, int64_t val)
 {
     struct seccomp_notif_resp *r = calloc(1, sizes.seccomp_notif_resp);
     int rc;
@@ -279,11 +294,16 @@ static int respond(int fd, uint64_t id, int error, bool cont)
         return -1;
     r->id = id;
     r->error = error ? -error : 0;
-    r->val = 0;
+    r->val = error ? 0 : val;
     r->flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
     rc = ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, r);
     free(r);
     return rc;
+}
+
+static int respond(int fd, uint64_t id, int error, bool cont)
+{
+    return respond_val(fd, id, error, cont, 0);
 }
 
 static bool still_valid(int fd, uint64_t id)
@@ -300,10 +320,11 @@ struct verdict_out {
     char target[PATH_MAX + 16];
     char target2[1024];
     bool report;
-    bool egress;                /* an allowed loopback connect: made by
+    bool egress;                /* an allowed connect or datagram: made by
                                  * sbx-guard (egress.c), to EGRESS_SS */
     struct sockaddr_storage egress_ss;
     socklen_t egress_len;
+    uint64_t msg;               /* sendmsg/sendmmsg: the msghdr's address */
 };
 
 static void from_policy(struct verdict_out *o, const struct policy_verdict *v)
@@ -459,14 +480,107 @@ static bool policy_has_host_rule(const struct policy *p)
     return false;
 }
 
-/* An allowed connect() to a loopback address is made by sbx-guard in the
- * host's namespace (egress.c): the agent's own namespace has only its own
- * `lo`, and the service the policy names listens on the host's. */
-static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_storage *ss,
-                        socklen_t len)
+/* Whether the agent's net namespace has a socket listening (TCP) or bound
+ * and unconnected (UDP) on loopback address SS's port, on that address or
+ * a wildcard: the agent's own server (a dev server, a test's fixture),
+ * which its connects must reach inside, not the host's.  Asked through a
+ * NETLINK_SOCK_DIAG socket the sandbox's init opened in that namespace
+ * (sup_diag_fd): a dump of listening sockets only walks the listening
+ * table, where /proc/PID/net/tcp walks every socket of the machine. */
+static bool diag_match(int fd, int family, int proto, const unsigned char *want, int want_fam,
+                       int port)
 {
-    if (o->deny || send || !is_loopback_addr(ss))
+    struct {
+        struct nlmsghdr nh;
+        struct inet_diag_req_v2 r;
+    } req;
+    static char buf[32768];
+    bool found = false, done = false;
+
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = sizeof req;
+    req.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    req.r.sdiag_family = (uint8_t)family;
+    req.r.sdiag_protocol = (uint8_t)proto;
+    req.r.idiag_states = proto == IPPROTO_TCP ? 1u << 10 : 1u << 7;  /* LISTEN, CLOSE */
+    if (send(fd, &req, sizeof req, 0) < 0)
+        return false;
+    while (!done) {
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+                done = true;
+                break;
+            }
+            const struct inet_diag_msg *m = NLMSG_DATA(h);
+            const unsigned char *a = (const unsigned char *)m->id.idiag_src;
+            bool any = true;
+            if (ntohs(m->id.idiag_sport) != port || found)
+                continue;
+            for (int i = 0; i < (family == AF_INET ? 4 : 16); i++)
+                any = any && a[i] == 0;
+            if (any)
+                found = true;   /* a wildcard (:: takes IPv4 too, unless V6ONLY) */
+            else if (family == want_fam && memcmp(a, want, family == AF_INET ? 4 : 16) == 0)
+                found = true;
+            else if (family == AF_INET6 && want_fam == AF_INET
+                     && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)
+                     && memcmp(a + 12, want, 4) == 0)
+                found = true;
+        }
+    }
+    return found;
+}
+
+static bool agent_listens(const struct sockaddr_storage *ss, bool dgram)
+{
+    unsigned char want[16];
+    int want_fam, port, proto = dgram ? IPPROTO_UDP : IPPROTO_TCP;
+
+    if (sup_diag_fd < 0)
+        return false;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        want_fam = AF_INET;
+        memcpy(want, &in->sin_addr, 4);
+        port = ntohs(in->sin_port);
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        port = ntohs(in6->sin6_port);
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+            want_fam = AF_INET;
+            memcpy(want, in6->sin6_addr.s6_addr + 12, 4);
+        } else {
+            want_fam = AF_INET6;
+            memcpy(want, &in6->sin6_addr, 16);
+        }
+    }
+    return (want_fam == AF_INET && diag_match(sup_diag_fd, AF_INET, proto, want, want_fam, port))
+           || diag_match(sup_diag_fd, AF_INET6, proto, want, want_fam, port);
+}
+
+/* An allowed connect or datagram is made by sbx-guard in the host's
+ * namespace (egress.c): the agent's own namespace has only its own `lo`.
+ * Without one (a policy that binds beyond loopback), still for loopback
+ * connects and every datagram: then what was judged is what is used. */
+static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_storage *ss,
+                        socklen_t len, bool dgram_hint)
+{
+    if (o->deny || (ss->ss_family != AF_INET && ss->ss_family != AF_INET6))
         return;
+    if (!sup_netns && !send && !is_loopback_addr(ss))
+        return;
+    /* The agent's own server, in its own namespace: reached there (the
+     * kernel carries on; nothing outside is touched). */
+    if (sup_netns && is_loopback_addr(ss) && agent_listens(ss, dgram_hint)) {
+        strlcpy(o->reason, "the agent's own server, in its own net namespace", sizeof o->reason);
+        o->ev.reason = o->reason;
+        return;
+    }
     o->egress = true;
     memcpy(&o->egress_ss, ss, sizeof *ss);
     o->egress_len = len;
@@ -474,11 +588,53 @@ static void mark_egress(struct verdict_out *o, bool send, const struct sockaddr_
 
 /* connect(fd, addr, len) and sendto(fd, buf, n, flags, addr, len): the
  * address is judged by network.connect (op connect or send). */
+/* The DNS stub's own address, in the agent's namespace. */
+static bool is_stub(const struct sockaddr_storage *ss)
+{
+    struct in_addr stub;
+    uint32_t a;
+    int port;
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        a = in->sin_addr.s_addr;
+        port = ntohs(in->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            return false;
+        memcpy(&a, in6->sin6_addr.s6_addr + 12, 4);
+        port = ntohs(in6->sin6_port);
+    } else {
+        return false;
+    }
+    return inet_pton(AF_INET, ISO_DNS_STUB_ADDR, &stub) == 1 && a == stub.s_addr
+           && port == ISO_DNS_STUB_PORT;
+}
+
+/* Where the address of a sendmsg/sendmmsg is: the first message's
+ * msg_name (sendmmsg: every message is judged in decide_mmsg).  0, 1 when
+ * there is none (the datagram goes where the socket is connected), or -1
+ * (unreadable). */
+static int msg_name_of(pid_t pid, uint64_t msg, uint64_t *addr, socklen_t *len)
+{
+    struct msghdr h;
+
+    if (read_mem(pid, msg, &h, sizeof h) != (ssize_t)sizeof h)
+        return -1;
+    if (h.msg_name == NULL || h.msg_namelen == 0)
+        return 1;
+    *addr = (uint64_t)(uintptr_t)h.msg_name;
+    *len = h.msg_namelen;
+    return 0;
+}
+
 static void decide_connect(const struct iso_request *req, const struct seccomp_notif *n,
                            struct verdict_out *o, int *fault)
 {
     pid_t pid = (pid_t)n->pid;
-    bool send = n->data.nr == SYS_sendto;
+    long nr = (long)n->data.nr;
+    bool send = nr != SYS_connect;
     enum sbx_op op = send ? SBX_OP_SEND : SBX_OP_CONNECT;
     uint64_t addr = send ? n->data.args[4] : n->data.args[1];
     struct sockaddr_storage ss;
@@ -486,6 +642,48 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
     struct policy_verdict v;
     int port = -1;
 
+    if (nr == SYS_sendmsg || nr == SYS_sendmmsg) {
+        /* sendmmsg: the first message's address here; the others are
+         * judged when they are sent (one message per answer, see
+         * supervise). */
+        uint64_t m = n->data.args[1];
+        int r = msg_name_of(pid, m, &addr, &len);
+        if (r < 0) {
+            *fault = EFAULT;
+            return;
+        }
+        if (nr == SYS_sendmmsg) {
+            /* Any address in the batch stops it here; a batch whose first
+             * message has none but a later one has is refused (judging it
+             * would need every message sent by sbx-guard). */
+            unsigned vlen = n->data.args[2] > 1024 ? 1024 : (unsigned)n->data.args[2];
+            bool later = false;
+            for (unsigned i = 1; i < vlen && !later; i++) {
+                uint64_t a2;
+                socklen_t l2;
+                int r2 = msg_name_of(pid, m + i * sizeof(struct mmsghdr), &a2, &l2);
+                if (r2 < 0) {
+                    *fault = EFAULT;
+                    return;
+                }
+                later = r2 == 0;
+            }
+            if (r == 1 && later) {
+                o->ev.op = op;
+                strlcpy(o->target, "sendmmsg", sizeof o->target);
+                o->ev.target = o->target;
+                o->report = true;
+                o->deny = true;
+                o->ev.decision = SBX_DENY;
+                o->ev.reason = "sendmmsg whose first message has no address and a later one "
+                               "has: not judged by the supervisor, refused";
+                return;
+            }
+        }
+        if (r == 1)
+            return;             /* no address: the socket's own peer */
+        o->msg = m;
+    }
     o->ev.op = op;
     if (len > sizeof ss)
         len = sizeof ss;
@@ -570,15 +768,47 @@ static void decide_connect(const struct iso_request *req, const struct seccomp_n
         o->ev.reason = "address family not allowed by the supervisor";
         return;
     }
+    /* The agent's own resolver, in its own namespace: nothing to judge
+     * (the stub judges each name). */
+    if (sup_netns && is_stub(&ss))
+        return;
     o->ev.target = o->target;
     o->report = true;
     policy_decide_net(req->policy, op, (struct sockaddr *)&ss, len, NULL, &v);
+    if (sup_netns && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+        /* The names the DNS stub resolved to this address for the agent
+         * (and the allowed names of /etc/hosts): a host-name rule holds
+         * through them.  An explicit deny rule on the address stays. */
+        static char names[8][ISO_DNS_NAME];
+        size_t nn = iso_dns_names((struct sockaddr *)&ss, names, 8);
+        if (nn > 0) {
+            strlcpy(o->target2, names[0], sizeof o->target2);
+            o->ev.target2 = o->target2;
+        }
+        for (size_t i = 0; i < nn && v.decision == SBX_DENY
+                           && v.rule->list != POLICY_CONNECT_DENY; i++) {
+            struct policy_verdict vn;
+            policy_decide_net(req->policy, op, (struct sockaddr *)&ss, len, names[i], &vn);
+            if (vn.decision == SBX_ALLOW || vn.rule->list == POLICY_CONNECT_DENY) {
+                v = vn;
+                strlcpy(o->target2, names[i], sizeof o->target2);
+            }
+        }
+        from_policy(o, &v);
+        if (o->deny && nn == 0 && v.rule->list != POLICY_CONNECT_DENY && port >= 0
+            && host_rule_may_match(req->policy, &ss, port)) {
+            o->ev.reason = "no name an allowed rule names was resolved to this address "
+                           "through sbx's resolver";
+        }
+        mark_egress(o, send, &ss, len, send);
+        return;
+    }
     from_policy(o, &v);
     /* Only an address is known here, never the name it came from: a denial
      * for want of an allow rule may be wrong if a host-name rule could
      * match this port.  Then carry on (the guard, which sees the name,
      * decides) and say so; explicit deny rules stay refused. */
-    mark_egress(o, send, &ss, len);
+    mark_egress(o, send, &ss, len, send);
     if (o->deny && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
         && v.rule && v.rule->list != POLICY_CONNECT_DENY && port >= 0) {
         if (host_rule_may_match(req->policy, &ss, port)) {
@@ -631,6 +861,105 @@ out:
     return rc;
 }
 
+#define SEND_MAX    65536u      /* the largest datagram (UDP: 65,507) */
+#define SEND_IOV    64
+#define SEND_CTL    1024
+
+/* Reads the iovec array IOV (N entries) of the agent into DATA (at most
+ * SEND_MAX bytes: a datagram cannot be longer).  Bytes, -1 (unreadable) or
+ * -2 (more than a datagram holds, or more than SEND_IOV pieces). */
+static ssize_t read_iov(pid_t pid, uint64_t iov, size_t n, char *data)
+{
+    struct iovec v[SEND_IOV];
+    size_t got = 0;
+
+    if (n > SEND_IOV)
+        return -2;
+    if (n && read_direct(pid, iov, v, n * sizeof v[0]) != (ssize_t)(n * sizeof v[0]))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = v[i].iov_len;
+        if (l > SEND_MAX - got)
+            return -2;          /* EMSGSIZE for a datagram anyway */
+        if (l && read_direct(pid, (uint64_t)(uintptr_t)v[i].iov_base, data + got, l)
+                     != (ssize_t)l)
+            return -1;
+        got += l;
+    }
+    return (ssize_t)got;
+}
+
+/* An allowed datagram (sendto, sendmsg, or the first message of a
+ * sendmmsg), sent by sbx-guard (egress.c) with the data and control read
+ * from the agent now and the address judged.  0 (decided: *VAL, or *ERR),
+ * -1 (not a datagram socket: let the kernel answer), -2 (unreadable).
+ * Never "carry on" for what is too big to copy: on a socket of ours a
+ * racing thread could then change the address after the check. */
+static int egress_send(int fd, const struct seccomp_notif *n, struct verdict_out *o,
+                       int64_t *val, int *err)
+{
+    static char data[SEND_MAX];
+    static char ctl[SEND_CTL];
+    pid_t pid = (pid_t)n->pid;
+    struct msghdr m;
+    struct iovec iov;
+    ssize_t len, sent;
+    int flags;
+
+    memset(&m, 0, sizeof m);
+    if (n->data.nr == SYS_sendto) {
+        if (n->data.args[2] > SEND_MAX) {
+            *err = EMSGSIZE;
+            return 0;
+        }
+        len = (ssize_t)n->data.args[2];
+        if (len && read_direct(pid, n->data.args[1], data, (size_t)len) != len)
+            return -2;
+        flags = (int)n->data.args[3];
+    } else {
+        struct msghdr h;
+        if (read_direct(pid, o->msg, &h, sizeof h) != (ssize_t)sizeof h)
+            return -2;
+        if ((len = read_iov(pid, (uint64_t)(uintptr_t)h.msg_iov, h.msg_iovlen, data)) < 0) {
+            if (len == -1)
+                return -2;
+            *err = EMSGSIZE;
+            return 0;
+        }
+        if (h.msg_controllen > SEND_CTL) {
+            *err = ENOBUFS;
+            return 0;
+        }
+        if (h.msg_controllen && read_direct(pid, (uint64_t)(uintptr_t)h.msg_control, ctl,
+                                            h.msg_controllen) != (ssize_t)h.msg_controllen)
+            return -2;
+        m.msg_control = h.msg_controllen ? ctl : NULL;
+        m.msg_controllen = h.msg_controllen;
+        flags = (int)(n->data.nr == SYS_sendmsg ? n->data.args[2] : n->data.args[3]);
+    }
+    iov.iov_base = data;
+    iov.iov_len = (size_t)len;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_name = &o->egress_ss;
+    m.msg_namelen = o->egress_len;
+    if (iso_egress_sendto(fd, n->id, pid, (int)n->data.args[0], &m, flags, &sent, err) < 0)
+        return -1;
+    *val = sent;
+    if (*err == 0 && n->data.nr == SYS_sendmmsg) {
+        /* One message sent: sendmmsg returns 1 and the caller sends the
+         * rest (each judged in turn).  Its msg_len is the agent's to read. */
+        unsigned ml = (unsigned)sent;
+        struct iovec l = { &ml, sizeof ml };
+        struct iovec r = { (void *)(uintptr_t)(o->msg + offsetof(struct mmsghdr, msg_len)),
+                           sizeof ml };
+        if (process_vm_writev(pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof ml)
+            return -2;
+        *val = 1;
+    }
+    return 0;
+}
+
 static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, void *ctx)
 {
     static struct seccomp_notif *n;
@@ -674,6 +1003,8 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
         break;
     case SYS_connect:
     case SYS_sendto:
+    case SYS_sendmsg:
+    case SYS_sendmmsg:
         decide_connect(req, n, &o, &fault);
         break;
     case SYS_open:
@@ -697,14 +1028,26 @@ static int supervise(int fd, const struct iso_request *req, iso_event_cb cb, voi
         return 0;
     }
     if (!o.deny && o.egress) {
-        int e;
-        if (iso_egress_connect(fd, n->id, (pid_t)n->pid, (int)n->data.args[0],
-                               (struct sockaddr *)&o.egress_ss, o.egress_len, &e) == 0) {
-            if (respond(fd, n->id, e, false) < 0 && errno != ENOENT)
+        int e = 0, r;
+        bool cont = false;
+        int64_t val = 0;
+        if (n->data.nr == SYS_connect)
+            r = iso_egress_connect(fd, n->id, (pid_t)n->pid, (int)n->data.args[0],
+                                   (struct sockaddr *)&o.egress_ss, o.egress_len, &e, &cont);
+        else
+            r = egress_send(fd, n, &o, &val, &e);
+        if (r == 0) {
+            if (respond_val(fd, n->id, e == EINPROGRESS || cont ? (cont ? 0 : e) : e, cont,
+                            val) < 0 && errno != ENOENT)
                 return -1;
-            o.ev.err = e;
+            o.ev.err = e == EINPROGRESS ? 0 : e;
             if (o.report && cb)
                 cb(ctx, &o.ev);
+            return 0;
+        }
+        if (r == -2) {
+            /* The data could not be read: the kernel would fail the same. */
+            respond(fd, n->id, EFAULT, false);
             return 0;
         }
     }

@@ -114,6 +114,9 @@ extern const char *guard_ld_preload_entry; /* "LD_PRELOAD=<ours>" */
 extern const struct policy *guard_policy;
 extern uint64_t guard_max_write;      /* 0: no limit */
 extern bool guard_notify;
+/* This process's resolver is sbx's DNS stub (127.0.0.53:53 in its own net
+ * namespace): its queries are judged there, by name, not here. */
+extern bool guard_dns_stub;
 
 /* ---- decisions and records (decide.c) ------------------------------------ */
 

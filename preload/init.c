@@ -19,6 +19,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,23 @@ static void fork_prepare(void)
     }
 }
 
+bool guard_dns_stub;
+
+/* Whether this process lives behind sbx's DNS stub (native, docs/network.md):
+ * the resolv.conf sbx binds read-only over the agent's says so on its first
+ * line.  Read with raw system calls: our own open is not armed yet. */
+static void find_dns_stub(void)
+{
+    static const char mark[] = "# sbx: the agent's resolver is sbx-guard's DNS stub";
+    char buf[sizeof mark];
+    long fd = syscall(SYS_openat, AT_FDCWD, "/etc/resolv.conf", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    long n = syscall(SYS_read, fd, buf, sizeof mark - 1);
+    syscall(SYS_close, fd);
+    guard_dns_stub = n == (long)(sizeof mark - 1) && memcmp(buf, mark, sizeof mark - 1) == 0;
+}
+
 /* Phase 1: what sbx-guard handed down, copied before the program runs. */
 static int capture(void)
 {
@@ -245,6 +263,7 @@ static int capture(void)
     build_options();
     guard_notify = guard_envs[GENV_NOTIFY].value &&
                    strcmp(guard_envs[GENV_NOTIFY].value, "1") == 0;
+    find_dns_stub();
     /* Cheap (strings copied, one page mapped), and it registers a fork
      * handler: done here, while the process has one thread, not in
      * phase 2 (see fork_prepare). */

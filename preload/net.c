@@ -95,9 +95,20 @@ static int judge_addr(enum sbx_op op, const struct sockaddr *sa, socklen_t len)
     return guard_record(&gv, name, 0, NULL);
 }
 
+/* 127.0.0.53:53 when sbx's DNS stub serves this process (guard_dns_stub):
+ * the stub judges each name and records refusals; a resolver library that
+ * talks to it through our connect/sendto (c-ares, a static-free Go) must
+ * reach it whatever the policy says about port 53. */
+static bool is_dns_stub(const struct sockaddr *sa, socklen_t len)
+{
+    const struct sockaddr_in *in = (const void *)sa;
+    return guard_dns_stub && sa->sa_family == AF_INET && len >= (socklen_t)sizeof *in
+           && in->sin_addr.s_addr == htonl(0x7f000035u) && in->sin_port == htons(53);
+}
+
 static int judge_or_pass(enum sbx_op op, const struct sockaddr *sa, socklen_t len)
 {
-    if (!guarded_family(sa, len) || !guard_enter())
+    if (!guarded_family(sa, len) || is_dns_stub(sa, len) || !guard_enter())
         return 0;
     int saved = errno;
     int err = judge_addr(op, sa, len);

@@ -558,11 +558,14 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
          * the client keeps it aside for us. */
         while (g->ctl >= 0 && sbx_ctl_cmd_pending(g->ctl))
             handle_ctl(g);
-        struct pollfd pf[4] = {
+        int dfd[2] = { -1, -1 };
+        int nd = g->child.dns ? iso_dns_fds(dfd) : 0;
+        struct pollfd pf[6] = {
             { sigfd, POLLIN, 0 }, { g->ctl, POLLIN, 0 },
             { g->child.notify_fd, POLLIN, 0 }, { tfd, POLLIN, 0 },
+            { dfd[0], POLLIN, 0 }, { dfd[1], POLLIN, 0 },
         };
-        if (poll(pf, 4, guard_notice_timeout_ms(g->notice)) < 0) {
+        if (poll(pf, (nfds_t)(4 + nd), guard_notice_timeout_ms(g->notice)) < 0) {
             if (errno == EINTR)
                 continue;
             err(EXIT_GUARD_FAILED, "poll");
@@ -592,6 +595,11 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
                 g->child.notify_fd = -1;
             }
         }
+        /* The agent's DNS stub (isolate.h): its queries and the host
+         * resolver's answers. */
+        for (int i = 0; i < nd; i++)
+            if (pf[4 + i].revents & POLLIN)
+                iso_dns_serve(&g->req, dfd[i], on_supervisor_event, g);
         if (tfd >= 0 && (pf[3].revents & POLLIN)) {
             uint64_t ticks;
             if (read(tfd, &ticks, sizeof ticks) < 0)

@@ -191,6 +191,21 @@ static void test_only_loopback_policies_get_a_net_namespace(void **state)
     policy_free(out);
 }
 
+static void test_native_gives_a_net_namespace_unless_a_bind_rule_reaches_beyond_loopback(void **state)
+{
+    struct policy *names = load("version: 1\nnetwork:\n  connect:\n    allow: [\"*:443\", "
+                                "\"api.example.com:443\"]\n  bind:\n    allow: [\"127.0.0.1:8000\"]\n");
+    struct policy *server = load("version: 1\nnetwork:\n  bind:\n    allow: [\"0.0.0.0:8000\"]\n");
+    struct policy *audit = load("version: 1\nmode: audit\n");
+    (void)state;
+    assert_true(iso_net_own_ns(names));
+    assert_false(iso_net_own_ns(server));
+    assert_false(iso_net_own_ns(audit));
+    policy_free(names);
+    policy_free(server);
+    policy_free(audit);
+}
+
 static void test_landlock_rules_sit_on_the_glob_roots(void **state)
 {
     struct policy *p = load("version: 1\nfiles:\n  read:\n    allow: [\"/usr/**\", \"/nonexistent-root/**\"]\n");
@@ -411,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_native_mode_runs_the_agent_as_pid_2_without_capabilities),
         cmocka_unit_test(test_native_mode_reports_the_agents_own_signal),
         cmocka_unit_test(test_only_loopback_policies_get_a_net_namespace),
+        cmocka_unit_test(test_native_gives_a_net_namespace_unless_a_bind_rule_reaches_beyond_loopback),
         cmocka_unit_test(test_landlock_rules_sit_on_the_glob_roots),
         cmocka_unit_test(test_mounts_cover_existing_deny_files_and_hide_the_store),
         cmocka_unit_test(test_cover_is_complete_past_the_old_limits_and_has_no_duplicates),
