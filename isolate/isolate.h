@@ -5,7 +5,8 @@
  * compiled into kernel rules (ISO_NATIVE: user/pid/mount/ipc/uts and, when
  * the policy allows no outside network, net namespaces; Landlock; seccomp
  * with a user-notification supervisor; rlimits), into a bubblewrap command
- * line (ISO_BWRAP), or with rlimits only (ISO_NONE).  ISO_AUTO is NATIVE
+ * line (ISO_BWRAP), into an OCI bundle that gVisor's runsc runs
+ * (ISO_GVISOR, gvisor.c), or with rlimits only (ISO_NONE).  ISO_AUTO is NATIVE
  * where the kernel allows it, with an explicit, recorded degradation.
  * Set-up failure is fatal: either the agent runs with every layer the mode
  * promises, or it does not run and ERR says why.
@@ -24,9 +25,10 @@
 #include "event.h"
 #include "policy.h"
 
-enum iso_mode { ISO_AUTO = 0, ISO_NONE, ISO_NATIVE, ISO_BWRAP };
+enum iso_mode { ISO_AUTO = 0, ISO_NONE, ISO_NATIVE, ISO_BWRAP, ISO_GVISOR };
 
-/* "auto" | "none" | "native" | "bwrap" -> mode, or -1. */
+/* "auto" | "none" | "native" | "bwrap" | "gvisor" -> mode, or -1.  auto
+ * never becomes gvisor: a backend outside sbx runs only when named. */
 int iso_mode_parse(const char *s);
 const char *iso_mode_name(enum iso_mode m);
 
@@ -50,6 +52,9 @@ struct iso_request {
     bool supervise_open;        /* native: every open of the agent is
                                  * judged by the supervisor against the
                                  * deny lists (docs/isolation.md) */
+    const char *ring_file;      /* added, gvisor: the event ring file
+                                 * sbx-guard relays (bound writable into
+                                 * the sandbox), or NULL */
     char *const *argv;          /* the agent's command */
     char *const *envp;          /* its complete environment */
 };
@@ -69,7 +74,14 @@ struct iso_child {
     int status_fd;              /* added: -1, or where the sandbox's init
                                  * reports the agent's own wait status
                                  * (see iso_child_status); sbx-guard owns it */
+    char bundle[512];           /* added, gvisor: the OCI bundle and runsc
+                                 * state directory ("" if none); removed by
+                                 * iso_child_cleanup */
 };
+
+/* Added.  After the agent ended: removes what iso_spawn left on disk for
+ * it (gvisor's bundle).  Safe to call for every mode, and twice. */
+void iso_child_cleanup(struct iso_child *child);
 
 /* Starts the agent.  Always applies the policy's rlimits, puts the agent in
  * its own process group (the terminal's foreground, see

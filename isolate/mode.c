@@ -5,7 +5,7 @@
 
 static const char *const mode_names[] = {
     [ISO_AUTO] = "auto", [ISO_NONE] = "none",
-    [ISO_NATIVE] = "native", [ISO_BWRAP] = "bwrap",
+    [ISO_NATIVE] = "native", [ISO_BWRAP] = "bwrap", [ISO_GVISOR] = "gvisor",
 };
 
 int iso_mode_parse(const char *s)

@@ -2,7 +2,7 @@
  * sbx-guard — run an agent under a policy.
  *
  *   sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]
- *             [--isolation auto|none|native|bwrap] [--notify|--no-notify]
+ *             [--isolation auto|none|native|bwrap|gvisor] [--notify|--no-notify]
  *             [--print-isolation] -- COMMAND [ARG...]
  *   sbx-guard --help | --version
  *
@@ -58,6 +58,7 @@
 #include "guard_dirs.h"
 #include "guard_env.h"
 #include "guard_proc.h"
+#include "guard_ring.h"
 #include "isolate.h"
 #include "paths.h"
 #include "policy.h"
@@ -71,7 +72,7 @@ extern char **environ;
 
 static const char synopsis[] =
 "usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
-"                 [--isolation auto|none|native|bwrap] [--notify|--no-notify]\n"
+"                 [--isolation auto|none|native|bwrap|gvisor] [--notify|--no-notify]\n"
 "                 [--print-isolation] -- COMMAND [ARG...]\n"
 "       sbx-guard --help | --version\n";
 
@@ -95,7 +96,9 @@ static void __attribute__((noreturn)) help(void)
 "  -w, --workspace DIR   the workspace (default: the policy's, else the current dir)\n"
 "  -i, --isolation MODE  auto (default): the kernel layer where the kernel allows;\n"
 "                        native: require it; none: the in-process guard only;\n"
-"                        bwrap: the kernel layer through bubblewrap\n"
+"                        bwrap: the kernel layer through bubblewrap;\n"
+"                        gvisor: in gVisor's user-space kernel (runsc); never\n"
+"                        chosen by auto\n"
 "      --notify          print one line per denial on the agent's stderr\n"
 "                        (default when stderr is a terminal)\n"
 "      --no-notify       do not\n"
@@ -155,7 +158,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
             int m = iso_mode_parse(optarg);
             if (m < 0)
                 errx(EXIT_GUARD_FAILED,
-                     "--isolation: '%s' is not one of auto, none, native, bwrap", optarg);
+                     "--isolation: '%s' is not one of auto, none, native, bwrap, gvisor",
+                     optarg);
             o->isolation = (enum iso_mode)m;
             break;
         }
@@ -357,6 +361,7 @@ struct guard {
     char kill_detail[320];
     bool tty_handed;            /* the agent's group has the terminal */
     const char *name, *run_id, *token;  /* the registration, for a resume */
+    struct guard_ring *ring;    /* gvisor: the event relay, or NULL */
 };
 
 static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
@@ -517,7 +522,12 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
             { sigfd, POLLIN, 0 }, { g->ctl, POLLIN, 0 },
             { g->child.notify_fd, POLLIN, 0 }, { tfd, POLLIN, 0 },
         };
-        if (poll(pf, 4, -1) < 0) {
+        /* The relay of an agent in gVisor polls its ring file: a host
+         * process cannot be woken by a write in the sandbox's memory.
+         * 2 ms while records flow, 20 ms when idle. */
+        int moved = g->ring ? guard_ring_pump(g->ring) : 0;
+        int wait_ms = !g->ring ? -1 : moved > 0 ? 2 : 20;
+        if (poll(pf, 4, wait_ms) < 0) {
             if (errno == EINTR)
                 continue;
             err(EXIT_GUARD_FAILED, "poll");
@@ -562,6 +572,27 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
     }
 }
 
+/* gvisor: what the agent's processes wrote before they ended is copied
+ * to the daemon (a record still being written when its writer was killed
+ * is given up after the relay's bound), then the daemon has committed it
+ * before the exit row. */
+static void drain_relay(struct guard *g)
+{
+    if (!g->ring)
+        return;
+    struct timespec step = { 0, 2000000 };
+    for (int i = 0; i < 1500; i++) {
+        if (guard_ring_pump(g->ring) < 0 || !guard_ring_pending(g->ring))
+            break;
+        nanosleep(&step, NULL);
+    }
+    char why[256];
+    if (g->ctl >= 0 && sbx_ctl_sync(g->ctl, NULL, why, sizeof why) < 0)
+        warnx("could not wait for the agent's events to be recorded: %s", why);
+    guard_ring_close(g->ring);
+    g->ring = NULL;
+}
+
 /* ---- the run, step by step -------------------------------------------------- */
 
 /* What the set-up steps build, in their order; main releases it. */
@@ -577,6 +608,7 @@ struct run {
     char name[80], run_id[64], token[128];
     char *cmdline;              /* the command, argv joined by spaces */
     char copy[PATH_MAX * 2];    /* the preload's private copy of the policy */
+    char ring_file[PATH_MAX * 2];   /* gvisor: the relayed ring, "" if none */
     char image[PATH_MAX * 2 + 8];   /* its compiled image, "" if none */
     char origin[PATH_MAX];      /* the policy's resolved path, for messages */
     char **envp;                /* the agent's environment */
@@ -690,6 +722,23 @@ static void write_copies(struct run *r, struct guard *g)
         r->image[0] = '\0';
 }
 
+/* 4b. gvisor: the run's event ring file, relayed to sbx-auditd by us
+ * (guard_ring.h: a process in gVisor cannot hand its own ring out). */
+static int open_relay(struct run *r, struct guard *g, char *detail, size_t dsz)
+{
+    char why[512];
+    snprintf(r->ring_file, sizeof r->ring_file, "%s/agents/%s.ring", r->rt_abs, r->run_id);
+    g->ring = guard_ring_open(r->rt_abs, r->ring_file, r->run_id, r->token, why, sizeof why);
+    if (g->ring == NULL) {
+        r->ring_file[0] = '\0';
+        snprintf(detail, dsz, "not started: %s", why);
+        warnx("cannot start the agent: %s", why);
+        return -1;
+    }
+    g->req.ring_file = r->ring_file;
+    return 0;
+}
+
 /* 5. The agent's environment: env.pass, env.set, the preload's variables. */
 static void build_env(struct run *r)
 {
@@ -699,6 +748,7 @@ static void build_env(struct run *r)
         .workspace = r->info->workspace, .home = r->info->home,
         .runtime_dir = r->rt_abs, .audit_db = r->db_abs,
         .agent = r->name, .agent_id = r->run_id, .agent_token = r->token,
+        .ring_file = r->ring_file[0] ? r->ring_file : NULL,
         .notify = r->o.notify < 0 ? isatty(STDERR_FILENO) : r->o.notify,
     };
     r->envp = guard_env_build(r->pol, environ, &vars);
@@ -795,6 +845,8 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
               "layer sees them; programs it runs load the guard", prog_real);
 
     int status = supervise(g, sigfd, r->info->limits.timeout_ms);
+    drain_relay(g);
+    iso_child_cleanup(&g->child);
     /* With a pid namespace the child is the sandbox's init: the agent's
      * own wait status (a signal, not 128+N) comes from it. */
     status = iso_child_status(&g->child, status);
@@ -859,10 +911,19 @@ int main(int argc, char **argv)
     }
     register_agent(&r, &g);
     write_copies(&r, &g);
+    char detail[1024];
+    int code = -1;
+    if (r.o.isolation == ISO_GVISOR && open_relay(&r, &g, detail, sizeof detail) < 0)
+        code = EXIT_GUARD_FAILED;
     build_env(&r);
 
-    char detail[1024];
-    int code = run_agent(&r, &g, detail, sizeof detail);
+    if (code < 0)
+        code = run_agent(&r, &g, detail, sizeof detail);
+    iso_child_cleanup(&g.child);
+    if (g.ring) {
+        guard_ring_close(g.ring);
+        g.ring = NULL;
+    }
 
     /* Every registered run ends here, started or not: its exit row, then
      * the preload's copies go (the run id in their names is spent). */
