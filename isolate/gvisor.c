@@ -28,6 +28,7 @@
  */
 #include "iso_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -48,9 +49,10 @@ const char *iso_runsc_path(void)
 {
     static const char *const where[] = { "/usr/bin/runsc", "/usr/local/bin/runsc",
                                          "/usr/sbin/runsc" };
+    /* SBX_RUNSC names the one to use (a test makes it missing with it). */
     const char *env = getenv("SBX_RUNSC");
-    if (env && env[0] == '/' && access(env, X_OK) == 0)
-        return env;
+    if (env && env[0])
+        return env[0] == '/' && access(env, X_OK) == 0 ? env : NULL;
     for (size_t i = 0; i < sizeof where / sizeof where[0]; i++)
         if (access(where[i], X_OK) == 0)
             return where[i];
@@ -191,6 +193,49 @@ static void keeps_under(struct jbuf *b, bool *first, const struct iso_request *r
         jmount(b, first, req->ring_file, "bind", req->ring_file, "bind,rw");
 }
 
+/* files.exec.deny without a supervisor: each program in the system's
+ * program directories that the policy denies running is bound onto itself
+ * noexec (gVisor honours it: execve gives EACCES, reading stays allowed).
+ * Only those directories, only what exists at start: a copy elsewhere or
+ * a program made later runs (docs/isolation.md says so). */
+static void exec_denies(struct jbuf *b, bool *first, const struct iso_request *req)
+{
+    static const char *const dirs[] = { "/usr/bin", "/usr/sbin", "/bin", "/sbin",
+                                        "/usr/local/bin", "/usr/local/sbin" };
+    char seen[sizeof dirs / sizeof dirs[0]][4096];
+    size_t nseen = 0;
+
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        char real[4096];
+        bool dup = false;
+        if (realpath(dirs[d], real) == NULL)
+            continue;
+        for (size_t i = 0; i < nseen; i++)
+            dup = dup || strcmp(seen[i], real) == 0;
+        if (dup)
+            continue;       /* /bin is /usr/bin on a merged-/usr system */
+        strlcpy(seen[nseen++], real, sizeof seen[0]);
+        DIR *dir = opendir(real);
+        if (dir == NULL)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(dir)) != NULL) {
+            char path[4096 + 256];
+            struct stat st;
+            struct policy_verdict v;
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(path, sizeof path, "%s/%s", real, de->d_name);
+            char *const argv[] = { path, NULL };
+            if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || !utf8_ok(path)
+                || policy_decide_exec(req->policy, path, argv, &v) != SBX_DENY)
+                continue;
+            jmount(b, first, path, "bind", path, "bind,ro,noexec");
+        }
+        closedir(dir);
+    }
+}
+
 char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *mp,
                         const char *empty_file, bool net_none, char *err, size_t errsz)
 {
@@ -260,7 +305,8 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
         if (mp->m[i].kind == ISO_MNT_RW
             && !(mp->private_tmp && policy_path_under(mp->m[i].path, "/tmp")
                  && !is_keep(mp, mp->m[i].path)))
-            jmount(&b, &first, mp->m[i].path, "bind", mp->m[i].path, "rbind,rw");
+            jmount(&b, &first, mp->m[i].path, "bind", mp->m[i].path,
+                   strstr(mp->m[i].why, "noexec") ? "rbind,rw,noexec" : "rbind,rw");
     /* sbx's own directories: an empty tmpfs, with back the single files
      * the guard reads (and the ring it writes). */
     for (size_t i = 0; i < mp->n_hide; i++) {
@@ -286,6 +332,7 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
             break;
         }
     }
+    exec_denies(&b, &first, req);
     jlit(&b, "\n ],\n \"linux\": {\"namespaces\": [{\"type\": \"pid\"}, {\"type\": \"ipc\"}, "
              "{\"type\": \"uts\"}, {\"type\": \"mount\"}");
     if (net_none)

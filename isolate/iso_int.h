@@ -220,7 +220,8 @@ const char *iso_bwrap_path(void);
 
 /* ---- gvisor.c ------------------------------------------------------------ */
 
-/* The runsc binary ($SBX_RUNSC if absolute and executable), or NULL. */
+/* The runsc binary, or NULL; $SBX_RUNSC when set (NULL unless it is an
+ * absolute path to an executable). */
 const char *iso_runsc_path(void);
 /* config.json for REQ under plan MP (malloc'd text; the caller frees),
  * EMPTY_FILE the host file that covers deny-read files. */
