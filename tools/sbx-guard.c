@@ -662,6 +662,15 @@ static void load_policy(struct run *r)
         errx(EXIT_GUARD_FAILED, "not starting the agent: the policy has errors");
     }
     r->info = policy_info(r->pol);
+    /* isolation: gvisor in the policy: that backend, or nothing. */
+    if (r->info->isolation_gvisor) {
+        if (r->o.isolation == ISO_AUTO)
+            r->o.isolation = ISO_GVISOR;
+        else if (r->o.isolation != ISO_GVISOR)
+            errx(EXIT_GUARD_FAILED, "not starting the agent: the policy %s requires isolation "
+                 "gvisor, and --isolation %s was given", r->policy_path,
+                 iso_mode_name(r->o.isolation));
+    }
 }
 
 /* 2. The record must be out of the agent's reach. */

@@ -200,6 +200,22 @@ test_gvisor_missing_runsc_starts_nothing() {
     expect_row op=exit "target~not started: gvisor: runsc is not installed"
 }
 
+test_a_policy_that_names_gvisor_runs_there_and_refuses_any_other_isolation() {
+    need_runsc
+    cat >"$T/gv.yaml" <<'YAML'
+version: 1
+name: gv
+isolation: gvisor
+YAML
+    guard --policy "$T/gv.yaml" -- /bin/true
+    expect_row op=start "reason~isolation gvisor: layers guard,gvisor"
+    rc=0
+    out=$(guard --policy "$T/gv.yaml" --isolation none -- /bin/sh -c 'touch ran' 2>&1) || rc=$?
+    assert_eq "$rc" 125
+    assert_contains "$out" "requires isolation gvisor"
+    assert_file_absent ./ran
+}
+
 test_auto_never_picks_gvisor() {
     guard -- /bin/true
     rows >"$T/r.json"
