@@ -97,7 +97,8 @@ def main():
     ap.add_argument("--only", default="", help="run the workloads whose name has this")
     ap.add_argument("--verbose", action="store_true", help="print every sample")
     ap.add_argument("--modes", default="none,native",
-                    help="of none, native, native-open (native, opens supervised), bwrap")
+                    help="of none, native, native-open (native, opens supervised), bwrap, "
+                         "gvisor (added to the default when runsc is installed)")
     a = ap.parse_args()
     guard = os.path.join(a.build, "bin", "sbx-guard")
     tmp = tempfile.mkdtemp(prefix="sbx-bench-")
@@ -148,6 +149,9 @@ def main():
     ]
     work = [w for w in work if a.only in w[0]]
     modes = [m for m in a.modes.split(",") if m]
+    # gVisor beside none and native where runsc is there (issue 17).
+    if a.modes == ap.get_default("modes") and shutil.which("runsc"):
+        modes.append("gvisor")
     # One unmeasured run of each, to warm caches and start the daemon.
     for name, cmd, cwd, pre in work:
         if pre:
@@ -199,6 +203,9 @@ def main():
         if "none" in samples and "native" in samples and not name.startswith("start-up"):
             r = statistics.median(n / g for n, g in zip(samples["native"], samples["none"]))
             cols.append(f"{r:5.2f}x (native/none)")
+        if "none" in samples and "gvisor" in samples and not name.startswith("start-up"):
+            r = statistics.median(v / g for v, g in zip(samples["gvisor"], samples["none"]))
+            cols.append(f"{r:5.2f}x (gvisor/none)")
         if "native" in samples and "native-open" in samples and not name.startswith("start-up"):
             r = statistics.median(o / n for o, n in zip(samples["native-open"], samples["native"]))
             cols.append(f"{r:5.2f}x (open/native)")
