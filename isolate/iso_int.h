@@ -233,6 +233,17 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, char *
 int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
                      char *err, size_t errsz);
 
+/* ---- container.c ---------------------------------------------------------- */
+
+/* The podman or docker binary for MODE, or NULL. */
+const char *iso_engine_path(enum iso_mode mode);
+/* `ENGINE run ...` for REQ under plan MP, container NAME (free with
+ * iso_argv_free). */
+char **iso_container_argv(const struct iso_request *req, const struct iso_mounts *mp,
+                          const char *name, bool net_none, char *err, size_t errsz);
+int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
+                        char *err, size_t errsz);
+
 /* ---- supervisor.c ------------------------------------------------------- */
 
 /* iso_supervise without a callback, used while iso_spawn waits for the

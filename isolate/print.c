@@ -176,6 +176,23 @@ int iso_print(const struct iso_request *req, FILE *out)
         iso_argv_free(argv);
         break;
     }
+    case ISO_PODMAN:
+    case ISO_DOCKER: {
+        char **argv = iso_container_argv(req, mp, "sbx-PID-XXXX", netns, err, sizeof err);
+        if (argv == NULL) {
+            fprintf(out, "error: %s\n", err);
+            goto out;
+        }
+        fprintf(out, "%s (the engine must answer `%s info` first, or nothing starts):\n ",
+                iso_mode_name(req->mode), iso_mode_name(req->mode));
+        for (size_t i = 0; argv[i]; i++)
+            fprintf(out, " %s", argv[i]);
+        fprintf(out, "\nnot available in a container: Landlock, sbx's seccomp list (the "
+                     "engine's default\n  profile applies), the supervisor\n");
+        print_net_rules(req->policy, req->mode, out);
+        iso_argv_free(argv);
+        break;
+    }
     case ISO_AUTO:
     case ISO_NATIVE:
         fprintf(out, "process: no_new_privs; every capability dropped (bounding set empty)\n");

@@ -136,6 +136,9 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
         return iso_spawn_bwrap(req, child, err, errsz);
     case ISO_GVISOR:
         return iso_spawn_gvisor(req, child, err, errsz);
+    case ISO_PODMAN:
+    case ISO_DOCKER:
+        return iso_spawn_container(req, child, err, errsz);
     }
     iso_errf(err, errsz, "isolation: unknown mode %d", (int)req->mode);
     errno = EINVAL;

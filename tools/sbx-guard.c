@@ -72,8 +72,8 @@ extern char **environ;
 
 static const char synopsis[] =
 "usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
-"                 [--isolation auto|none|native|bwrap|gvisor] [--notify|--no-notify]\n"
-"                 [--print-isolation] -- COMMAND [ARG...]\n"
+"                 [--isolation MODE] [--image IMAGE]\n"
+"                 [--notify|--no-notify] [--print-isolation] -- COMMAND [ARG...]\n"
 "       sbx-guard --help | --version\n";
 
 static void __attribute__((noreturn)) usage(void)
@@ -98,7 +98,9 @@ static void __attribute__((noreturn)) help(void)
 "                        native: require it; none: the in-process guard only;\n"
 "                        bwrap: the kernel layer through bubblewrap;\n"
 "                        gvisor: in gVisor's user-space kernel (runsc); never\n"
-"                        chosen by auto\n"
+"                        chosen by auto; podman, docker: in a container of\n"
+"                        --image (default debian:bookworm-slim); never by auto\n"
+"      --image IMAGE     the image for podman and docker\n"
 "      --notify          print one line per denial on the agent's stderr\n"
 "                        (default when stderr is a terminal)\n"
 "      --no-notify       do not\n"
@@ -115,6 +117,7 @@ static void __attribute__((noreturn)) help(void)
 
 struct opts {
     const char *policy, *name, *workspace;
+    const char *image;          /* podman/docker: --image */
     enum iso_mode isolation;
     int notify;                 /* -1: decide from isatty(2) */
     bool print_isolation;
@@ -131,6 +134,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
         { "notify", no_argument, NULL, 'N' },
         { "no-notify", no_argument, NULL, 'Q' },
         { "print-isolation", no_argument, NULL, 'P' },
+        { "image", required_argument, NULL, 'I' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -158,14 +162,15 @@ static void parse_args(int argc, char **argv, struct opts *o)
             int m = iso_mode_parse(optarg);
             if (m < 0)
                 errx(EXIT_GUARD_FAILED,
-                     "--isolation: '%s' is not one of auto, none, native, bwrap, gvisor",
-                     optarg);
+                     "--isolation: '%s' is not one of auto, none, native, bwrap, gvisor, "
+                     "podman, docker", optarg);
             o->isolation = (enum iso_mode)m;
             break;
         }
         case 'N': o->notify = 1; break;
         case 'Q': o->notify = 0; break;
         case 'P': o->print_isolation = true; break;
+        case 'I': o->image = optarg; break;
         case 'h': help();
         case 'V': printf("sbx-guard %s\n", SBX_VERSION); exit(0);
         default: usage();
@@ -384,6 +389,7 @@ static int hard_kill(struct guard *g)
     int alive = guard_count_descendants();
     if (g->child.pidns)
         kill(g->child.pid, SIGKILL);
+    iso_child_kill(&g->child);
     int n = guard_kill_descendants(g->child.pid, 100);
     g->killed = true;
     return n > alive ? n : alive;
@@ -909,6 +915,7 @@ int main(int argc, char **argv)
     g.req = (struct iso_request){
         .policy = r.pol, .mode = r.o.isolation, .workspace = r.info->workspace,
         .runtime_dir = r.rt_abs, .audit_db = r.db_abs, .preload = r.preload,
+        .image = r.o.image,
     };
     kernel_options(&g.req);
     if (r.o.print_isolation) {
