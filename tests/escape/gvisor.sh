@@ -234,4 +234,27 @@ test_gvisor_print_isolation_shows_the_runsc_command_line() {
     assert_contains "$out" "not available under gVisor: Landlock"
 }
 
+test_gvisor_bundle_is_valid_json_with_the_deny_cover_and_sbx_hidden() {
+    echo secret >.env
+    guard --isolation gvisor --print-isolation -- /bin/true >"$T/p.txt"
+    python3 - "$T/p.txt" "$WS/.env" "$SBX_RUNTIME_DIR" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+start = text.index("config.json (the OCI bundle):\n") + len("config.json (the OCI bundle):\n")
+end = text.index("\nnot available under gVisor")
+c = json.loads(text[start:end])
+m = {x["destination"]: x for x in c["mounts"]}
+env = m[sys.argv[2]]
+assert env["type"] == "bind" and env["source"].endswith("/empty") and "ro" in env["options"], env
+rt = sys.argv[3]
+assert (rt in m and m[rt]["type"] == "tmpfs") or \
+    (rt.startswith("/tmp/") and m["/tmp"]["type"] == "tmpfs"), "runtime dir not hidden"
+assert c["root"] == {"path": "/", "readonly": True}, c["root"]
+assert c["process"]["noNewPrivileges"] is True
+assert all(v == [] for v in c["process"]["capabilities"].values())
+assert not any(e.startswith("SBX_AGENT_TOKEN=") and e != "SBX_AGENT_TOKEN=relayed"
+               for e in c["process"]["env"])
+PY
+}
+
 run_tests
