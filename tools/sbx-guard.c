@@ -923,7 +923,9 @@ int main(int argc, char **argv)
         g.req.argv = r.o.cmd[0] ? r.o.cmd : none;
         g.req.envp = environ;
         g.req.policy_copy = r.policy_path;
-        return iso_print(&g.req, stdout) < 0 ? EXIT_GUARD_FAILED : 0;
+        int prc = iso_print(&g.req, stdout);
+        policy_free(r.pol);
+        return prc < 0 ? EXIT_GUARD_FAILED : 0;
     }
     register_agent(&r, &g);
     write_copies(&r, &g);
