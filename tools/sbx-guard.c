@@ -579,9 +579,9 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
 }
 
 /* gvisor: what the agent's processes wrote before they ended is copied
- * to the daemon (a record still being written when its writer was killed
- * is given up after the relay's bound), then the daemon has committed it
- * before the exit row. */
+ * to the daemon's ring (a record still being written when its writer was
+ * killed is given up after the relay's bound); the daemon drains its rings
+ * before it writes the exit row. */
 static void drain_relay(struct guard *g)
 {
     if (!g->ring)
@@ -592,9 +592,6 @@ static void drain_relay(struct guard *g)
             break;
         nanosleep(&step, NULL);
     }
-    char why[256];
-    if (g->ctl >= 0 && sbx_ctl_sync(g->ctl, NULL, why, sizeof why) < 0)
-        warnx("could not wait for the agent's events to be recorded: %s", why);
     guard_ring_close(g->ring);
     g->ring = NULL;
 }
