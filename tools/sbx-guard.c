@@ -2,7 +2,7 @@
  * sbx-guard — run an agent under a policy.
  *
  *   sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]
- *             [--isolation auto|none|native|bwrap|gvisor] [--notify|--no-notify]
+ *             [--isolation MODE] [--image IMAGE] [--notify|--no-notify]
  *             [--print-isolation] -- COMMAND [ARG...]
  *   sbx-guard --help | --version
  *
