@@ -314,7 +314,7 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
             keeps_under(&b, &first, req, mp, mp->hide[i]);
             continue;
         }
-        jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755");
+        jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755,ro");
         keeps_under(&b, &first, req, mp, mp->hide[i]);
     }
     for (size_t i = 0; i < mp->n; i++) {
