@@ -103,6 +103,21 @@ test_gvisor_sbx_kill_ends_the_whole_sandbox() {
     expect_row agent=gk op=kill
 }
 
+test_gvisor_soft_kill_reaches_the_guard_inside() {
+    need_runsc
+    echo data >f.txt
+    # The agent appends f.txt to out.txt twice a second; after the soft
+    # kill its guarded calls (the shell's own opens) fail with EPERM.
+    guard --isolation gvisor --name gs -- /bin/sh -c \
+        'for i in $(seq 12); do cat f.txt >>out.txt; sleep 0.5; done' 2>>"$T/gs.err" &
+    gpid=$!
+    i=0
+    until [ -s out.txt ] || [ $i -gt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    sbx-kill --soft gs
+    wait $gpid || true
+    assert_contains "$(cat "$T/gs.err")" "cannot create out.txt: Operation not permitted"
+}
+
 test_gvisor_timeout_ends_the_sandbox() {
     need_runsc
     cat >"$T/to.yaml" <<'YAML'
