@@ -512,6 +512,15 @@ int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
             e = errno;
             goto child_fail;
         }
+        /* gVisor writes a regular-file stdout or stderr at an offset of its
+         * own, from 0, over what is there (sbx-guard's own lines); with
+         * O_APPEND the host kernel puts its writes at the end. */
+        for (int fd = 1; fd <= 2; fd++) {
+            struct stat st;
+            int fl = fcntl(fd, F_GETFL);
+            if (fl >= 0 && !(fl & O_APPEND) && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+                (void)fcntl(fd, F_SETFL, fl | O_APPEND);
+        }
         execve(argv[0], argv, envp); /* NOLINT(clang-analyzer-core.NonNullParamChecker) */
         e = errno;
         what = "exec runsc";

@@ -118,6 +118,13 @@ test_gvisor_soft_kill_reaches_the_guard_inside() {
     assert_contains "$(cat "$T/gs.err")" "cannot create out.txt: Operation not permitted"
 }
 
+test_gvisor_output_to_a_regular_file_keeps_sbx_guards_own_lines() {
+    need_runsc
+    guard --isolation gvisor --name go -- /bin/sh -c 'echo from-agent' >"$T/both" 2>&1
+    assert_contains "$(cat "$T/both")" "sbx-guard: agent go"
+    assert_contains "$(cat "$T/both")" "from-agent"
+}
+
 test_gvisor_timeout_ends_the_sandbox() {
     need_runsc
     cat >"$T/to.yaml" <<'YAML'
