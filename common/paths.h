@@ -33,6 +33,8 @@
                                                  * was loaded (the agent may change HOME) */
 
 #define SBX_ENV_POLICY_IMAGE "SBX_POLICY_IMAGE" /* the compiled policy; unset: none */
+#define SBX_ENV_RING_FILE    "SBX_RING_FILE"    /* gvisor: the run's shared event ring
+                                                 * file, relayed by sbx-guard */
 
 /* The compiled policy sbx-guard saves next to the policy copy, named
  * "$SBX_POLICY_FILE" SBX_POLICY_IMAGE_SUFFIX and handed to the preload in

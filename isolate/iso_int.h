@@ -223,6 +223,32 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
 /* The bwrap binary, or NULL. */
 const char *iso_bwrap_path(void);
 
+/* ---- gvisor.c ------------------------------------------------------------ */
+
+/* The runsc binary, or NULL; $SBX_RUNSC when set (NULL unless it is an
+ * absolute path to an executable). */
+const char *iso_runsc_path(void);
+/* config.json for REQ under plan MP (malloc'd text; the caller frees),
+ * EMPTY_FILE the host file that covers deny-read files. */
+char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *mp,
+                        const char *empty_file, bool net_none, char *err, size_t errsz);
+/* runsc's argv for BUNDLE and container ID (free with iso_argv_free). */
+char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, char *err,
+                       size_t errsz);
+int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
+                     char *err, size_t errsz);
+
+/* ---- container.c ---------------------------------------------------------- */
+
+/* The podman or docker binary for MODE, or NULL. */
+const char *iso_engine_path(enum iso_mode mode);
+/* `ENGINE run ...` for REQ under plan MP, container NAME (free with
+ * iso_argv_free). */
+char **iso_container_argv(const struct iso_request *req, const struct iso_mounts *mp,
+                          const char *name, bool net_none, char *err, size_t errsz);
+int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
+                        char *err, size_t errsz);
+
 /* ---- supervisor.c ------------------------------------------------------- */
 
 /* iso_supervise without a callback, used while iso_spawn waits for the

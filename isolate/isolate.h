@@ -5,7 +5,9 @@
  * compiled into kernel rules (ISO_NATIVE: user/pid/mount/ipc/uts and, when
  * the policy allows no outside network, net namespaces; Landlock; seccomp
  * with a user-notification supervisor; rlimits), into a bubblewrap command
- * line (ISO_BWRAP), or with rlimits only (ISO_NONE).  ISO_AUTO is NATIVE
+ * line (ISO_BWRAP), into an OCI bundle that gVisor's runsc runs
+ * (ISO_GVISOR, gvisor.c), into container engine flags (ISO_PODMAN,
+ * ISO_DOCKER, container.c), or with rlimits only (ISO_NONE).  ISO_AUTO is NATIVE
  * where the kernel allows it, with an explicit, recorded degradation.
  * Set-up failure is fatal: either the agent runs with every layer the mode
  * promises, or it does not run and ERR says why.
@@ -24,9 +26,12 @@
 #include "event.h"
 #include "policy.h"
 
-enum iso_mode { ISO_AUTO = 0, ISO_NONE, ISO_NATIVE, ISO_BWRAP };
+enum iso_mode { ISO_AUTO = 0, ISO_NONE, ISO_NATIVE, ISO_BWRAP, ISO_GVISOR, ISO_PODMAN,
+                ISO_DOCKER };
 
-/* "auto" | "none" | "native" | "bwrap" -> mode, or -1. */
+/* "auto" | "none" | "native" | "bwrap" | "gvisor" | "podman" | "docker"
+ * -> mode, or -1.  auto never becomes gvisor or an engine: a backend
+ * outside sbx runs only when named. */
 int iso_mode_parse(const char *s);
 const char *iso_mode_name(enum iso_mode m);
 
@@ -50,6 +55,11 @@ struct iso_request {
     bool supervise_open;        /* native: every open of the agent is
                                  * judged by the supervisor against the
                                  * deny lists (docs/isolation.md) */
+    const char *ring_file;      /* added, gvisor: the event ring file
+                                 * sbx-guard relays (bound writable into
+                                 * the sandbox), or NULL */
+    const char *image;          /* added, podman/docker: the image (NULL:
+                                 * debian:bookworm-slim) */
     char *const *argv;          /* the agent's command */
     char *const *envp;          /* its complete environment */
 };
@@ -71,7 +81,22 @@ struct iso_child {
                                  * (see iso_child_status); sbx-guard owns it */
     bool dns;                   /* the DNS stub serves the agent: poll
                                  * iso_dns_fds() and call iso_dns_serve */
+    char bundle[512];           /* added, gvisor: the OCI bundle and runsc
+                                 * state directory ("" if none); removed by
+                                 * iso_child_cleanup */
+    char container[64];         /* added, podman/docker: the container's
+                                 * name ("" if none) */
+    char engine[64];            /* and the engine's path */
 };
+
+/* Added.  Part of a hard kill: ends the container of a podman/docker run
+ * (its processes are the engine's, not sbx-guard's descendants).  Nothing
+ * for the other modes. */
+void iso_child_kill(struct iso_child *child);
+
+/* Added.  After the agent ended: removes what iso_spawn left on disk for
+ * it (gvisor's bundle).  Safe to call for every mode, and twice. */
+void iso_child_cleanup(struct iso_child *child);
 
 /* Starts the agent.  Always applies the policy's rlimits, puts the agent in
  * its own process group (the terminal's foreground, see

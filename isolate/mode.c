@@ -5,7 +5,8 @@
 
 static const char *const mode_names[] = {
     [ISO_AUTO] = "auto", [ISO_NONE] = "none",
-    [ISO_NATIVE] = "native", [ISO_BWRAP] = "bwrap",
+    [ISO_NATIVE] = "native", [ISO_BWRAP] = "bwrap", [ISO_GVISOR] = "gvisor",
+    [ISO_PODMAN] = "podman", [ISO_DOCKER] = "docker",
 };
 
 int iso_mode_parse(const char *s)

@@ -203,6 +203,24 @@ const char *iso_net_layers(const struct policy *p, const char *target, enum iso_
                    "outside is reachable: exact)";
         return "guard only: bwrap shares the host's network when a rule names an address "
                "(no supervisor); a static program or a raw system call reaches any address";
+    case ISO_PODMAN:
+    case ISO_DOCKER:
+        if (unix_sock)
+            return "guard (exact); the container reaches only the sockets bound into it "
+                   "(events.sock)";
+        if (iso_net_loopback_only(p))
+            return "guard (exact); engine: --network=none (exact, static programs too)";
+        return "guard only: the container shares the host's network (--network=host)";
+    case ISO_GVISOR:
+        if (unix_sock)
+            return "guard (exact); gVisor: no host Unix socket is reachable from the "
+                   "sandbox (--host-uds=none), allowed or not";
+        if (iso_net_loopback_only(p))
+            return "guard (exact); gVisor: --network=none, the sandbox's own loopback only "
+                   "(the host's loopback services are out of reach; exact for everything "
+                   "else, static programs too)";
+        return "guard only: gVisor shares the host's network (--network=host) when a rule "
+               "names an outside address; a static program reaches any address";
     case ISO_AUTO:
     case ISO_NATIVE:
     default:

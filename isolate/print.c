@@ -145,6 +145,54 @@ int iso_print(const struct iso_request *req, FILE *out)
         print_rlimits(req, out);
         break;
     }
+    case ISO_GVISOR: {
+        char bundle[4200], empty[4300];
+        snprintf(bundle, sizeof bundle, "%s/gvisor.XXXXXX",
+                 req->runtime_dir ? req->runtime_dir : "/tmp");
+        snprintf(empty, sizeof empty, "%s/empty", bundle);
+        char **argv = iso_gvisor_argv(bundle, "sbx-PID-XXXXXX", netns, err, sizeof err);
+        char *config = argv ? iso_gvisor_config(req, mp, empty, netns, err, sizeof err) : NULL;
+        if (config == NULL) {
+            fprintf(out, "error: %s\n", err);
+            iso_argv_free(argv);
+            goto out;
+        }
+        fprintf(out, "gVisor (runsc; XXXXXX is a fresh directory of the runtime dir per run):\n ");
+        for (size_t i = 0; argv[i]; i++)
+            fprintf(out, " %s", argv[i]);
+        fprintf(out, "\n%s/config.json (the OCI bundle):\n%s", bundle, config);
+        fprintf(out, "not available under gVisor: Landlock (ENOSYS inside), the seccomp filter\n"
+                     "  and its supervisor (user notification is EINVAL inside); the Sentry\n"
+                     "  serves every system call instead, so no call reaches the host kernel\n");
+        fprintf(out, "net: %s\n", netns
+                ? "none: the sandbox's own loopback only (the host's loopback services are\n"
+                  "  out of reach, unlike native)"
+                : "the host's (--network=host): network rules are held by the guard alone");
+        fprintf(out, "audit: the guard writes one ring file bound into the sandbox; sbx-guard\n"
+                     "  relays it to sbx-auditd (no socket of sbx's is reachable inside)\n");
+        print_net_rules(req->policy, req->mode, out);
+        print_rlimits(req, out);
+        free(config);
+        iso_argv_free(argv);
+        break;
+    }
+    case ISO_PODMAN:
+    case ISO_DOCKER: {
+        char **argv = iso_container_argv(req, mp, "sbx-PID-XXXX", netns, err, sizeof err);
+        if (argv == NULL) {
+            fprintf(out, "error: %s\n", err);
+            goto out;
+        }
+        fprintf(out, "%s (the engine must answer `%s info` first, or nothing starts):\n ",
+                iso_mode_name(req->mode), iso_mode_name(req->mode));
+        for (size_t i = 0; argv[i]; i++)
+            fprintf(out, " %s", argv[i]);
+        fprintf(out, "\nnot available in a container: Landlock, sbx's seccomp list (the "
+                     "engine's default\n  profile applies), the supervisor\n");
+        print_net_rules(req->policy, req->mode, out);
+        iso_argv_free(argv);
+        break;
+    }
     case ISO_AUTO:
     case ISO_NATIVE:
         fprintf(out, "process: no_new_privs; every capability dropped (bounding set empty)\n");

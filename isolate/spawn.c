@@ -7,7 +7,8 @@
  * close-on-exec pipe carries an
  * exec failure back, so iso_spawn() fails ("cannot run X: ...") and the
  * agent never ran; end of file on the pipe means the exec happened.
- * ISO_NATIVE / ISO_AUTO: see native.c.  ISO_BWRAP: see bwrap.c.
+ * ISO_NATIVE / ISO_AUTO: see native.c.  ISO_BWRAP: see bwrap.c.  ISO_GVISOR:
+ * see gvisor.c.
  */
 #include "iso_int.h"
 
@@ -133,6 +134,11 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
         return iso_spawn_native(req, child, err, errsz);
     case ISO_BWRAP:
         return iso_spawn_bwrap(req, child, err, errsz);
+    case ISO_GVISOR:
+        return iso_spawn_gvisor(req, child, err, errsz);
+    case ISO_PODMAN:
+    case ISO_DOCKER:
+        return iso_spawn_container(req, child, err, errsz);
     }
     iso_errf(err, errsz, "isolation: unknown mode %d", (int)req->mode);
     errno = EINVAL;

@@ -224,7 +224,8 @@ int policy_summary(const struct policy *p, char *out, size_t outsz)
                  n[POLICY_BIND_ALLOW], n[POLICY_BIND_DENY],
                  to, cpu, mem, procs, files, mw, in->n_env_pass, in->n_env_set,
                  in->kill_deny ? "deny" : "terminate",
-                 in->isolation_required ? "required" : "optional");
+                 in->isolation_gvisor ? "gvisor"
+                 : in->isolation_required ? "required" : "optional");
     if (k < 0 || (size_t)k >= outsz) {
         errno = ENOSPC;
         return -1;

@@ -248,7 +248,8 @@ struct policy_info {
     bool audit_mode;            /* mode: audit */
     bool read_only;
     bool kill_deny;             /* kill: deny (soft) rather than terminate */
-    bool isolation_required;    /* isolation: required */
+    bool isolation_required;    /* isolation: required (or a backend) */
+    bool isolation_gvisor;      /* isolation: gvisor */
     uint64_t max_write_bytes;   /* 0: no limit */
     struct policy_limits limits;
     size_t n_env_pass;

@@ -255,7 +255,7 @@ void values_apply(struct loader *ld, enum leaf_id id, const char *file,
 {
     static const char *const modes[] = { "enforce", "audit" };
     static const char *const kills[] = { "terminate", "deny" };
-    static const char *const isolations[] = { "optional", "required" };
+    static const char *const isolations[] = { "optional", "required", "gvisor" };
     static const char *const bools[] = { "false", "true" };
     struct policy *p = ld->p;
     struct policy_info *in = &p->info;
@@ -292,8 +292,12 @@ void values_apply(struct loader *ld, enum leaf_id id, const char *file,
         }
         break;
     case LF_ISOLATION:
-        if ((k = pick(ld, file, node, what, isolations, 2)) >= 0)
-            in->isolation_required = k == 1;
+        /* gvisor: that backend and no other (sbx-guard refuses to start
+         * the agent without it). */
+        if ((k = pick(ld, file, node, what, isolations, 3)) >= 0) {
+            in->isolation_required = k >= 1;
+            in->isolation_gvisor = k == 2;
+        }
         break;
     case LF_KILL:
         if ((k = pick(ld, file, node, what, kills, 2)) >= 0)

@@ -91,6 +91,7 @@ static struct {
     char agent_id[64];
     char token[72];
     bool async;             /* sbx_emit_set_async */
+    char ring_file[4096];   /* sbx_emit_use_file: the run's shared ring */
 } cfg;
 
 static struct emit_proc *proc;
@@ -333,6 +334,59 @@ fail:
     return -1;
 }
 
+/* sbx_emit_use_file: maps the run's ring file.  Nothing to register:
+ * sbx-guard relays the file (tools/guard_ring.h).  Every process of the
+ * agent writes into it, so the string table is not used (each process
+ * would take it for its own): texts go inline. */
+static int attach_file_ring(struct emit_proc *p)
+{
+    int fd = open(cfg.ring_file, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        set_error("cannot open the event ring file (SBX_RING_FILE)");
+        return -1;
+    }
+    void *map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    struct stat st;
+    bool sized = fstat(fd, &st) == 0 && st.st_size == SBX_RING_BYTES;
+    close(fd);      /* the mapping stays; no descriptor of ours to keep */
+    if (map == MAP_FAILED || !sized) {
+        if (map != MAP_FAILED)
+            munmap(map, SBX_RING_BYTES);
+        set_error("cannot map the event ring file (SBX_RING_FILE)");
+        return -1;
+    }
+    struct sbx_ring_hdr *h = map;
+    if (h->magic != SBX_RING_MAGIC || h->version != SBX_RING_VERSION) {
+        munmap(map, SBX_RING_BYTES);
+        set_error("the event ring file is not a ring");
+        return -1;
+    }
+    p->ring = h;
+    p->owner = (pid_t)syscall(SYS_getpid);
+    p->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
+    p->tab = (char *)map + SBX_RING_TAB_OFF;
+    atomic_store(&p->tab_used, SBX_RING_TAB);
+    p->epoch = atomic_fetch_add(&ring_epoch, 1) + 1;
+    p->memfd = own(-1);
+    p->sock = own(-1);
+    inherited.map = map;
+    inherited.memfd = p->memfd;
+    inherited.sock = p->sock;
+    return 0;
+}
+
+int sbx_emit_use_file(const char *path)
+{
+    if (!path || path[0] != '/' ||
+        strlcpy(cfg.ring_file, path, sizeof cfg.ring_file) >= sizeof cfg.ring_file) {
+        cfg.ring_file[0] = '\0';
+        set_error("SBX_RING_FILE must be an absolute path");
+        errno = EINVAL;
+        return -1;
+    }
+    return 0;
+}
+
 /* Creates this process's ring and registers it (state BUSY is ours). */
 static int create_ring(struct emit_proc *p)
 {
@@ -342,6 +396,8 @@ static int create_ring(struct emit_proc *p)
     drop_fd(&inherited.memfd);
     drop_fd(&inherited.sock);
     inherited.map = NULL;
+    if (cfg.ring_file[0])
+        return attach_file_ring(p);
 
     void *map = MAP_FAILED;
     int base = high_base();
@@ -413,6 +469,10 @@ fail:
  * to whichever daemon now listens; it resumes at the published tail. */
 static int reregister(struct emit_proc *p)
 {
+    if (cfg.ring_file[0]) {
+        set_error("sbx-guard stopped relaying the event ring file");
+        return -1;
+    }
     if (!still_ours(p->memfd)) {
         set_error("the program closed the event ring's descriptor");
         return -1;

@@ -28,6 +28,13 @@
  * (sbx_emit_error() says which). */
 int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *agent_token);
 
+/* Added.  After sbx_emit_init: this process and its children write into
+ * the run's shared ring file PATH (SBX_RING_FILE: under gVisor, where a
+ * process cannot pass its ring out; tools/guard_ring.h) instead of a ring
+ * of their own, and register nothing.  0, or -1 (a relative or too long
+ * PATH). */
+int sbx_emit_use_file(const char *path);
+
 /* Records one event.  No system call in the common case; safe from any
  * thread, after fork (the child reports as itself) and never allocates.
  * Returns 0 once the event is in the channel (it then survives SIGKILL of

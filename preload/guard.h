@@ -103,7 +103,7 @@ struct guard_env {
 enum {
     GENV_POLICY, GENV_ORIGIN, GENV_WORKSPACE, GENV_RUNTIME, GENV_AUDIT_DB,
     GENV_AGENT, GENV_AGENT_ID, GENV_TOKEN, GENV_NOTIFY, GENV_PRELOAD, GENV_HOME, GENV_RING_ASYNC,
-    GENV_IMAGE, GENV__COUNT
+    GENV_IMAGE, GENV_RING_FILE, GENV__COUNT
 };
 extern struct guard_env guard_envs[GENV__COUNT];
 extern const char *guard_preload_path;  /* absolute path of this library */

@@ -58,6 +58,7 @@ struct guard_env guard_envs[GENV__COUNT] = {
     [GENV_HOME] = {SBX_ENV_HOME, NULL, NULL},
     [GENV_RING_ASYNC] = {SBX_ENV_RING_ASYNC, NULL, NULL},
     [GENV_IMAGE] = {SBX_ENV_POLICY_IMAGE, NULL, NULL},
+    [GENV_RING_FILE] = {SBX_ENV_RING_FILE, NULL, NULL},
 };
 const char *guard_preload_path;
 const char *guard_ld_preload_entry;
@@ -271,6 +272,8 @@ static int capture(void)
      * and the call fails closed with a message. */
     (void)sbx_emit_init(sbx_runtime[0] ? sbx_runtime : NULL,
                         guard_envs[GENV_AGENT_ID].value, guard_envs[GENV_TOKEN].value);
+    if (guard_envs[GENV_RING_FILE].value)
+        (void)sbx_emit_use_file(guard_envs[GENV_RING_FILE].value);
     sbx_emit_set_async(guard_envs[GENV_RING_ASYNC].value &&
                        strcmp(guard_envs[GENV_RING_ASYNC].value, "1") == 0);
     pthread_atfork(fork_prepare, NULL, NULL);

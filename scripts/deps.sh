@@ -17,7 +17,8 @@ PKGS="gcc clang make pkg-config libc6-dev
 libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
 python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace
 libclang-rt-14-dev clang-tidy cppcheck
-python3-venv python3-setuptools python3-wheel cargo golang-go openssl less vim"
+python3-venv python3-setuptools python3-wheel cargo golang-go openssl less vim
+runsc"
 # Installed only when the command is missing: node may come from elsewhere
 # (nodesource's nodejs carries npm and conflicts with Debian's npm).
 CMDS="node:nodejs npm:npm"

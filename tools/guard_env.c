@@ -95,7 +95,10 @@ char **guard_env_build(const struct policy *p, char *const host_env[],
         env_put(&e, SBX_ENV_AUDIT_DB, v->audit_db) < 0 ||
         env_put(&e, SBX_ENV_AGENT, v->agent) < 0 ||
         env_put(&e, SBX_ENV_AGENT_ID, v->agent_id) < 0 ||
-        env_put(&e, SBX_ENV_AGENT_TOKEN, v->agent_token) < 0 ||
+        /* Under gvisor the token stays outside: the agent's events go
+         * through the ring file sbx-guard relays (guard_ring.h). */
+        env_put(&e, SBX_ENV_AGENT_TOKEN, v->ring_file ? "relayed" : v->agent_token) < 0 ||
+        (v->ring_file && env_put(&e, SBX_ENV_RING_FILE, v->ring_file) < 0) ||
         env_put(&e, SBX_ENV_NOTIFY, v->notify ? "1" : "0") < 0)
         goto fail;
     return e.v;

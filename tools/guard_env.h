@@ -24,6 +24,8 @@ struct guard_env_vars {
     const char *runtime_dir;
     const char *audit_db;
     const char *agent, *agent_id, *agent_token;
+    const char *ring_file;      /* added, gvisor: the shared ring (NULL:
+                                 * none; the token is then not passed) */
     bool notify;
 };
 

@@ -2,7 +2,7 @@
  * sbx-guard — run an agent under a policy.
  *
  *   sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]
- *             [--isolation auto|none|native|bwrap]
+ *             [--isolation MODE] [--image IMAGE]
  *             [--notify stderr|summary|none|agent] [--print-isolation]
  *             -- COMMAND [ARG...]
  *   sbx-guard --help | --version
@@ -61,6 +61,7 @@
 #include "guard_env.h"
 #include "guard_notice.h"
 #include "guard_proc.h"
+#include "guard_ring.h"
 #include "isolate.h"
 #include "paths.h"
 #include "policy.h"
@@ -74,7 +75,7 @@ extern char **environ;
 
 static const char synopsis[] =
 "usage: sbx-guard [--policy FILE] [--name NAME] [--workspace DIR]\n"
-"                 [--isolation auto|none|native|bwrap]\n"
+"                 [--isolation MODE] [--image IMAGE]\n"
 "                 [--notify stderr|summary|none|agent] [--print-isolation]\n"
 "                 -- COMMAND [ARG...]\n"
 "       sbx-guard --help | --version\n";
@@ -99,7 +100,11 @@ static void __attribute__((noreturn)) help(void)
 "  -w, --workspace DIR   the workspace (default: the policy's, else the current dir)\n"
 "  -i, --isolation MODE  auto (default): the kernel layer where the kernel allows;\n"
 "                        native: require it; none: the in-process guard only;\n"
-"                        bwrap: the kernel layer through bubblewrap\n"
+"                        bwrap: the kernel layer through bubblewrap;\n"
+"                        gvisor: in gVisor's user-space kernel (runsc); never\n"
+"                        chosen by auto; podman, docker: in a container of\n"
+"                        --image (default debian:bookworm-slim); never by auto\n"
+"      --image IMAGE     the image for podman and docker\n"
 "      --notify MODE     how denials are told: stderr: a line each on sbx-guard's\n"
 "                        stderr (at most 5 a second) and a count at exit;\n"
 "                        summary: the count at exit only; none; agent: a line\n"
@@ -120,6 +125,7 @@ static void __attribute__((noreturn)) help(void)
 
 struct opts {
     const char *policy, *name, *workspace;
+    const char *image;          /* podman/docker: --image */
     enum iso_mode isolation;
     int notify;                 /* enum guard_notify_mode; -1: decide from isatty(2) */
     bool print_isolation;
@@ -136,6 +142,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
         { "notify", required_argument, NULL, 'N' },
         { "no-notify", no_argument, NULL, 'Q' },
         { "print-isolation", no_argument, NULL, 'P' },
+        { "image", required_argument, NULL, 'I' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -163,7 +170,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
             int m = iso_mode_parse(optarg);
             if (m < 0)
                 errx(EXIT_GUARD_FAILED,
-                     "--isolation: '%s' is not one of auto, none, native, bwrap", optarg);
+                     "--isolation: '%s' is not one of auto, none, native, bwrap, gvisor, "
+                     "podman, docker", optarg);
             o->isolation = (enum iso_mode)m;
             break;
         }
@@ -175,6 +183,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
             break;
         case 'Q': o->notify = GUARD_NOTIFY_NONE; break;
         case 'P': o->print_isolation = true; break;
+        case 'I': o->image = optarg; break;
         case 'h': help();
         case 'V': printf("sbx-guard %s\n", SBX_VERSION); exit(0);
         default: usage();
@@ -402,6 +411,7 @@ struct guard {
     bool tty_handed;            /* the agent's group has the terminal */
     struct guard_notice *notice;    /* --notify stderr or summary, else NULL */
     const char *name, *run_id, *token;  /* the registration, for a resume */
+    struct guard_ring *ring;    /* gvisor: the event relay, or NULL */
 };
 
 static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
@@ -424,6 +434,7 @@ static int hard_kill(struct guard *g)
     int alive = guard_count_descendants();
     if (g->child.pidns)
         kill(g->child.pid, SIGKILL);
+    iso_child_kill(&g->child);
     int n = guard_kill_descendants(g->child.pid, 100);
     g->killed = true;
     return n > alive ? n : alive;
@@ -565,7 +576,15 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
             { g->child.notify_fd, POLLIN, 0 }, { tfd, POLLIN, 0 },
             { dfd[0], POLLIN, 0 }, { dfd[1], POLLIN, 0 },
         };
-        if (poll(pf, (nfds_t)(4 + nd), guard_notice_timeout_ms(g->notice)) < 0) {
+        /* The relay of an agent in gVisor polls its ring file: a host
+         * process cannot be woken by a write in the sandbox's memory.
+         * 2 ms while records flow, 20 ms when idle. */
+        int moved = g->ring ? guard_ring_pump(g->ring) : 0;
+        int wait_ms = !g->ring ? -1 : moved > 0 ? 2 : 20;
+        int notice_ms = guard_notice_timeout_ms(g->notice);
+        if (notice_ms >= 0 && (wait_ms < 0 || notice_ms < wait_ms))
+            wait_ms = notice_ms;
+        if (poll(pf, (nfds_t)(4 + nd), wait_ms) < 0) {
             if (errno == EINTR)
                 continue;
             err(EXIT_GUARD_FAILED, "poll");
@@ -616,6 +635,24 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
     }
 }
 
+/* gvisor: what the agent's processes wrote before they ended is copied
+ * to the daemon's ring (a record still being written when its writer was
+ * killed is given up after the relay's bound); the daemon drains its rings
+ * before it writes the exit row. */
+static void drain_relay(struct guard *g)
+{
+    if (!g->ring)
+        return;
+    struct timespec step = { 0, 2000000 };
+    for (int i = 0; i < 1500; i++) {
+        if (guard_ring_pump(g->ring) < 0 || !guard_ring_pending(g->ring))
+            break;
+        nanosleep(&step, NULL);
+    }
+    guard_ring_close(g->ring);
+    g->ring = NULL;
+}
+
 /* ---- the run, step by step -------------------------------------------------- */
 
 /* What the set-up steps build, in their order; main releases it. */
@@ -631,6 +668,7 @@ struct run {
     char name[80], run_id[64], token[128];
     char *cmdline;              /* the command, argv joined by spaces */
     char copy[PATH_MAX * 2];    /* the preload's private copy of the policy */
+    char ring_file[PATH_MAX * 2];   /* gvisor: the relayed ring, "" if none */
     char image[PATH_MAX * 2 + 8];   /* its compiled image, "" if none */
     char origin[PATH_MAX];      /* the policy's resolved path, for messages */
     char **envp;                /* the agent's environment */
@@ -684,6 +722,15 @@ static void load_policy(struct run *r)
         errx(EXIT_GUARD_FAILED, "not starting the agent: the policy has errors");
     }
     r->info = policy_info(r->pol);
+    /* isolation: gvisor in the policy: that backend, or nothing. */
+    if (r->info->isolation_gvisor) {
+        if (r->o.isolation == ISO_AUTO)
+            r->o.isolation = ISO_GVISOR;
+        else if (r->o.isolation != ISO_GVISOR)
+            errx(EXIT_GUARD_FAILED, "not starting the agent: the policy %s requires isolation "
+                 "gvisor, and --isolation %s was given", r->policy_path,
+                 iso_mode_name(r->o.isolation));
+    }
 }
 
 /* 2. The record must be out of the agent's reach. */
@@ -747,6 +794,23 @@ static void write_copies(struct run *r, struct guard *g)
         r->image[0] = '\0';
 }
 
+/* 4b. gvisor: the run's event ring file, relayed to sbx-auditd by us
+ * (guard_ring.h: a process in gVisor cannot hand its own ring out). */
+static int open_relay(struct run *r, struct guard *g, char *detail, size_t dsz)
+{
+    char why[512];
+    snprintf(r->ring_file, sizeof r->ring_file, "%s/agents/%s.ring", r->rt_abs, r->run_id);
+    g->ring = guard_ring_open(r->rt_abs, r->ring_file, r->run_id, r->token, why, sizeof why);
+    if (g->ring == NULL) {
+        r->ring_file[0] = '\0';
+        snprintf(detail, dsz, "not started: %s", why);
+        warnx("cannot start the agent: %s", why);
+        return -1;
+    }
+    g->req.ring_file = r->ring_file;
+    return 0;
+}
+
 /* 5. The agent's environment: env.pass, env.set, the preload's variables. */
 static void build_env(struct run *r)
 {
@@ -756,6 +820,7 @@ static void build_env(struct run *r)
         .workspace = r->info->workspace, .home = r->info->home,
         .runtime_dir = r->rt_abs, .audit_db = r->db_abs,
         .agent = r->name, .agent_id = r->run_id, .agent_token = r->token,
+        .ring_file = r->ring_file[0] ? r->ring_file : NULL,
         .notify = r->o.notify == GUARD_NOTIFY_AGENT,
     };
     r->envp = guard_env_build(r->pol, environ, &vars);
@@ -878,6 +943,8 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
               "layer sees them; programs it runs load the guard", prog_real);
 
     int status = supervise(g, sigfd, r->info->limits.timeout_ms);
+    drain_relay(g);
+    iso_child_cleanup(&g->child);
     /* With a pid namespace the child is the sandbox's init: the agent's
      * own wait status (a signal, not 128+N) comes from it. */
     status = iso_child_status(&g->child, status);
@@ -941,6 +1008,7 @@ int main(int argc, char **argv)
     g.req = (struct iso_request){
         .policy = r.pol, .mode = r.o.isolation, .workspace = r.info->workspace,
         .runtime_dir = r.rt_abs, .audit_db = r.db_abs, .preload = r.preload,
+        .image = r.o.image,
     };
     kernel_options(&g.req);
     if (r.o.print_isolation) {
@@ -948,14 +1016,25 @@ int main(int argc, char **argv)
         g.req.argv = r.o.cmd[0] ? r.o.cmd : none;
         g.req.envp = environ;
         g.req.policy_copy = r.policy_path;
-        return iso_print(&g.req, stdout) < 0 ? EXIT_GUARD_FAILED : 0;
+        int prc = iso_print(&g.req, stdout);
+        policy_free(r.pol);
+        return prc < 0 ? EXIT_GUARD_FAILED : 0;
     }
     register_agent(&r, &g);
     write_copies(&r, &g);
+    char detail[1024];
+    int code = -1;
+    if (r.o.isolation == ISO_GVISOR && open_relay(&r, &g, detail, sizeof detail) < 0)
+        code = EXIT_GUARD_FAILED;
     build_env(&r);
 
-    char detail[1024];
-    int code = run_agent(&r, &g, detail, sizeof detail);
+    if (code < 0)
+        code = run_agent(&r, &g, detail, sizeof detail);
+    iso_child_cleanup(&g.child);
+    if (g.ring) {
+        guard_ring_close(g.ring);
+        g.ring = NULL;
+    }
 
     /* Every registered run ends here, started or not: its exit row, then
      * the preload's copies go (the run id in their names is spent). */

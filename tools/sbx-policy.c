@@ -228,6 +228,7 @@ static void print_layers(const struct policy *p, enum sbx_op op, const char *tar
         else {
             printf("  layers: native: %s\n", iso_net_layers(p, target, ISO_NATIVE));
             printf("          bwrap:  %s\n", iso_net_layers(p, target, ISO_BWRAP));
+            printf("          gvisor: %s\n", iso_net_layers(p, target, ISO_GVISOR));
             printf("          none:   %s\n", iso_net_layers(p, target, ISO_NONE));
         }
         break;

@@ -217,7 +217,7 @@ static void test_load_reports_bad_enumerations(void **state)
     expect_error("version: 1\nmode: strict\n", "p.yaml:2:7: mode: \"strict\" is not enforce or audit");
     expect_error("version: 1\nkill: now\n", "p.yaml:2:7: kill: \"now\" is not terminate or deny");
     expect_error("version: 1\nisolation: yes\n",
-                 "p.yaml:2:12: isolation: \"yes\" is not optional or required");
+                 "p.yaml:2:12: isolation: \"yes\" is not optional, required or gvisor");
     expect_error("version: 1\nfiles:\n  read_only: yes\n", "p.yaml:3:14: files.read_only:");
 }
 

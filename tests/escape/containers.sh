@@ -1,0 +1,102 @@
+#!/bin/sh
+# --isolation podman | docker: the agent in a container, the policy in the
+# engine's flags.  Where the engine cannot run containers, sbx-guard must
+# fail with the engine's own reason and exit 125, having started nothing;
+# the tests that need a working engine skip with that reason printed.
+. "$(dirname "$0")/../lib.sh"
+
+IMAGE=${SBX_TEST_IMAGE:-debian:bookworm-slim}
+
+# engine_reason ENGINE: prints why ENGINE cannot run containers here (as
+# sbx-guard should say it), or nothing when it can.
+engine_reason() {
+    e=$1
+    p=""
+    for d in /usr/bin /usr/local/bin /bin; do [ -x "$d/$e" ] && { p="$d/$e"; break; }; done
+    if [ -z "$p" ]; then echo "$e is not installed"; return; fi
+    if ! out=$("$p" info 2>&1 >/dev/null); then
+        printf '%s\n' "$out" | sed '/^ *$/d' | tail -n 1
+        return
+    fi
+    if ! out=$("$p" run --rm --network=none "$IMAGE" true 2>&1); then
+        printf '%s\n' "$out" | sed '/^ *$/d' | tail -n 1
+    fi
+}
+
+need_engine() {
+    why=$(engine_reason "$1")
+    [ -z "$why" ] || skip "$1 cannot run containers here: $why"
+}
+
+where_it_cannot_run() {
+    e=$1
+    why=$(engine_reason "$e")
+    [ -n "$why" ] || skip "$e runs containers here: the failure path is not reachable"
+    rc=0
+    out=$(guard --isolation "$e" --image "$IMAGE" -- /bin/sh -c 'touch ran' 2>&1) || rc=$?
+    assert_eq "$rc" 125
+    assert_contains "$out" "cannot start the agent: $e"
+    # sbx-guard's probe is `info`; a run failure after it is the engine's
+    # own message, printed by the engine.
+    case "$why" in
+        *"is not installed"*) assert_contains "$out" "$why" ;;
+        *) assert_contains "$out" "$e" ;;
+    esac
+    assert_file_absent ./ran
+    expect_row op=exit "target~not started: $e"
+}
+
+test_podman_where_it_cannot_run_fails_with_the_engines_reason_and_125() {
+    where_it_cannot_run podman
+}
+
+test_docker_where_it_cannot_run_fails_with_the_engines_reason_and_125() {
+    where_it_cannot_run docker
+}
+
+test_auto_never_picks_a_container_engine() {
+    guard -- /bin/true
+    expect_row op=start "reason~isolation auto: layers"
+    rows >"$T/r.json"
+    assert_not_contains "$(grep -o '"reason":"[^"]*"' "$T/r.json")" "podman"
+    assert_not_contains "$(grep -o '"reason":"[^"]*"' "$T/r.json")" "docker"
+}
+
+test_print_isolation_shows_the_engine_command_line() {
+    out=$(guard --isolation podman --image "$IMAGE" --print-isolation -- ./agent.py)
+    assert_contains "$out" "run --rm"
+    assert_contains "$out" "--cap-drop=ALL"
+    assert_contains "$out" "--security-opt=no-new-privileges"
+    assert_contains "$out" "$IMAGE ./agent.py"
+}
+
+in_engine() {
+    e=$1
+    need_engine "$e"
+    echo secret >.env
+    cp "$PROGS/static_escape" ./esc
+    out=$(guard --isolation "$e" --image "$IMAGE" -- ./esc read .env) || true
+    assert_eq "$out" "fail EACCES"
+    out=$(guard --isolation "$e" --image "$IMAGE" --name "c$e" -- /bin/sh -c 'cat .env; echo done' 2>&1) \
+        || true
+    assert_contains "$out" "done"
+    expect_row agent="c$e" op=open-read decision=deny layer=guard "target~/.env"
+    rc=0
+    guard --isolation "$e" --image "$IMAGE" --name "k$e" -- /bin/sleep 60 >/dev/null 2>&1 &
+    gpid=$!
+    sleep 3
+    sbx-kill "k$e"
+    wait $gpid || rc=$?
+    assert_eq "$rc" 137
+    assert_eq "$("$e" ps -q --filter "name=sbx-" 2>/dev/null || true)" "" "containers left"
+}
+
+test_podman_runs_the_agent_guarded_recorded_and_killable() {
+    in_engine podman
+}
+
+test_docker_runs_the_agent_guarded_recorded_and_killable() {
+    in_engine docker
+}
+
+run_tests
