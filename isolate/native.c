@@ -132,7 +132,8 @@ static int drop_caps(void)
 }
 
 /* The agent's last steps; never returns. */
-static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, int efd, int sfd)
+static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, int efd,
+                                             int sfd)
 {
     const struct iso_request *req = pl->req;
     const char *what = "";
@@ -152,6 +153,12 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
         die(efd, STAGE_AGENT, errno, "chdir to the current directory");
     if (iso_child_basics(pl->rl, pl->nrl, efd, &what) < 0)
         die(efd, STAGE_AGENT, errno, what);
+    /* After the basics, which mark every fd from 3 up close-on-exec. */
+    {
+        int *const keep[] = { &efd, &sfd, &ruleset };
+        if (iso_child_fds(req, keep, 3) < 0)
+            die(efd, STAGE_AGENT, errno, "descriptors");
+    }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         die(efd, STAGE_AGENT, errno, "no_new_privs");
     if (drop_caps() < 0)
@@ -218,6 +225,11 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
     close(efd);
     if (ruleset >= 0)
         close(ruleset);
+    /* The agent's own descriptors are its alone: a reader of its stdout
+     * sees the end when the agent's processes are done, not when the init
+     * is. */
+    for (unsigned i = 0; pl->req->child_fds && i < pl->req->n_child_fds; i++)
+        close(pl->req->child_fds[i]);
     {
         /* sbx-guard blocks the signals it relays; nothing to keep pending. */
         sigset_t none;
