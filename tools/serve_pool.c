@@ -119,6 +119,26 @@ static void idle_ctl(struct serve_box *b)
     serve_pool_discard(b, 137, r > 0 ? "killed while idle" : "sbx-auditd went away");
 }
 
+/* A kill order for a validator: confirmed, and the validator ended (the
+ * next check starts another). */
+static void checker_ctl(struct checker *c)
+{
+    struct sbx_ctl_cmd cmd;
+
+    if (pthread_mutex_trylock(&c->lock) != 0)
+        return;     /* checking now: the order waits for the next round */
+    if (c->up && c->box.ctl >= 0) {
+        pthread_mutex_lock(&c->box.ctl_lock);
+        int r = sbx_ctl_recv_cmd(c->box.ctl, &cmd);
+        if (r > 0)
+            (void)sbx_ctl_cmd_done(c->box.ctl, cmd.req_id, 0, "killed a validator");
+        pthread_mutex_unlock(&c->box.ctl_lock);
+        box_end(&c->box, 137, r > 0 ? "killed" : "sbx-auditd went away");
+        c->up = false;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void *pool_main(void *arg)
 {
     (void)arg;
@@ -152,8 +172,8 @@ static void *pool_main(void *arg)
         }
         /* Full: watch the idle boxes' registrations (kills) and their
          * runners (a runner that ended while idle is replaced). */
-        struct pollfd pf[2 * MAX_POOL];
-        struct serve_box *who[2 * MAX_POOL];
+        struct pollfd pf[2 * MAX_POOL + MAX_CHECK];
+        struct serve_box *who[2 * MAX_POOL + MAX_CHECK];
         size_t n = 0;
         for (size_t i = 0; i < pool.n_idle; i++) {
             struct serve_box *b = pool.idle[i];
@@ -164,8 +184,19 @@ static void *pool_main(void *arg)
             who[n] = b;
             pf[n++] = (struct pollfd){ b->rep, POLLIN, 0 };
         }
+        /* The validators' registrations: a kill ends the validator (it
+         * is started again for the next check). */
+        size_t first_check = n;
+        for (size_t i = 0; i < n_checkers; i++) {
+            who[n] = NULL;
+            pf[n++] = (struct pollfd){ checkers[i].up ? checkers[i].box.ctl : -1, POLLIN, 0 };
+        }
         pthread_mutex_unlock(&pool.lock);
         int r = poll(pf, (nfds_t)n, 100);
+        for (size_t i = 0; r > 0 && i < n_checkers; i++)
+            if (pf[first_check + i].revents)
+                checker_ctl(&checkers[i]);
+        n = first_check;
         pthread_mutex_lock(&pool.lock);
         for (size_t k = 0; r > 0 && k < n; k++) {
             if (!pf[k].revents)
@@ -265,8 +296,21 @@ size_t serve_pool_ready(void)
     return n;
 }
 
+static int check_once(const char *code, json_t **violations, char *vname, size_t vnamesz,
+                      char *err, size_t errsz);
+
+/* A validator that died (a kill, a crash) fails one attempt; the check is
+ * made again on a fresh one before the request is failed. */
 int serve_pool_check(const char *code, json_t **violations, char *vname, size_t vnamesz,
                      char *err, size_t errsz)
+{
+    if (check_once(code, violations, vname, vnamesz, err, errsz) == 0)
+        return 0;
+    return check_once(code, violations, vname, vnamesz, err, errsz);
+}
+
+static int check_once(const char *code, json_t **violations, char *vname, size_t vnamesz,
+                      char *err, size_t errsz)
 {
     struct checker *c = &checkers[__atomic_fetch_add(&check_rr, 1, __ATOMIC_RELAXED) % n_checkers];
     json_t *req = NULL, *rep = NULL;
