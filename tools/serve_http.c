@@ -251,7 +251,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, struct conn *r, con
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
     rc = MHD_queue_response(c, a->status, resp);
     MHD_destroy_response(resp);
-    serve_metrics_request(a->status, strcmp(url, "/execute") == 0 ? now_s() - r->start : -1);
+    serve_metrics_request(a->status, strcmp(url, "/execute") == 0 && strcmp(method, "POST") == 0
+                                     ? now_s() - r->start : -1);
     access_log(method, url, r, a->status, len);
     return rc;
 }
