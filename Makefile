@@ -307,6 +307,12 @@ $(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS)
 
+# bench_serve talks HTTP with sbx-serve's own client (serve_client.c).
+$(BUILD)/obj/bench/bench_serve.o: ALL_CFLAGS += $(SERVE_CFLAGS)
+$(BUILD)/bench/bench_serve: $(BUILD)/obj/bench/bench_serve.o $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS) $(SERVE_LIBS) $(LIBS)
+
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(SBX_LIBS) $(LIBS)
