@@ -139,41 +139,62 @@ static void checker_ctl(struct checker *c)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* How many sandboxes may be starting at once: their pythons start in
+ * parallel (a start is mostly the interpreter's CPU time), while the
+ * spawner itself works one at a time. */
+#define MAX_STARTING 2
+
+struct starting {
+    struct serve_box *box;
+    double since;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void spawn_failed(const char *err)
+{
+    strlcpy(pool.last_err, err, sizeof pool.last_err);
+    if (pool.failures++ % 20 == 0)
+        warnx("cannot start a sandbox: %s", err);
+    pthread_cond_broadcast(&pool.changed);
+}
+
+/* The pool's loop: start sandboxes until TARGET are ready or starting,
+ * move the ones whose runner said ready to the idle list, and watch the
+ * idle ones (kills, a runner that ended) and the validators (kills). */
 static void *pool_main(void *arg)
 {
+    struct starting st[MAX_STARTING];
+    size_t n_st = 0;
+
     (void)arg;
     pthread_mutex_lock(&pool.lock);
     while (!pool.stop) {
-        if (pool.n_idle < pool.target) {
+        if (pool.n_idle + n_st < pool.target && n_st < MAX_STARTING) {
             char err[512];
+            struct serve_box *b = malloc(sizeof *b);
             pthread_mutex_unlock(&pool.lock);
-            struct serve_box *b = new_box(SERVE_EXEC, err, sizeof err);
+            int rc = b ? serve_spawn_get(pool.spawner, SERVE_EXEC, b, err, sizeof err) : -1;
             pthread_mutex_lock(&pool.lock);
-            if (b == NULL) {
-                strlcpy(pool.last_err, err, sizeof pool.last_err);
-                if (pool.failures++ % 20 == 0)
-                    warnx("cannot start a sandbox: %s", err);
-                pthread_cond_broadcast(&pool.changed);
+            if (rc < 0) {
+                free(b);
+                spawn_failed(b ? err : "out of memory");
                 pthread_mutex_unlock(&pool.lock);
                 usleep(pool.failures < 5 ? 50000 : 500000);
                 pthread_mutex_lock(&pool.lock);
                 continue;
             }
-            pool.failures = 0;
-            if (pool.stop || pool.n_idle >= MAX_POOL) {
-                pthread_mutex_unlock(&pool.lock);
-                serve_pool_discard(b, 0, "unused: the service stopped");
-                pthread_mutex_lock(&pool.lock);
-                continue;
-            }
-            pool.idle[pool.n_idle++] = b;
-            pthread_cond_broadcast(&pool.changed);
+            st[n_st++] = (struct starting){ b, mono_s() };
             continue;
         }
-        /* Full: watch the idle boxes' registrations (kills) and their
-         * runners (a runner that ended while idle is replaced). */
-        struct pollfd pf[2 * MAX_POOL + MAX_CHECK];
-        struct serve_box *who[2 * MAX_POOL + MAX_CHECK];
+        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + MAX_STARTING];
+        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + MAX_STARTING];
         size_t n = 0;
         for (size_t i = 0; i < pool.n_idle; i++) {
             struct serve_box *b = pool.idle[i];
@@ -184,18 +205,59 @@ static void *pool_main(void *arg)
             who[n] = b;
             pf[n++] = (struct pollfd){ b->rep, POLLIN, 0 };
         }
-        /* The validators' registrations: a kill ends the validator (it
-         * is started again for the next check). */
         size_t first_check = n;
         for (size_t i = 0; i < n_checkers; i++) {
             who[n] = NULL;
             pf[n++] = (struct pollfd){ checkers[i].up ? checkers[i].box.ctl : -1, POLLIN, 0 };
         }
+        size_t first_st = n;
+        for (size_t i = 0; i < n_st; i++) {
+            who[n] = st[i].box;
+            pf[n++] = (struct pollfd){ st[i].box->rep, POLLIN, 0 };
+        }
         pthread_mutex_unlock(&pool.lock);
         int r = poll(pf, (nfds_t)n, 100);
+
+        /* Validators: a kill ends the validator (the next check starts
+         * another). */
         for (size_t i = 0; r > 0 && i < n_checkers; i++)
             if (pf[first_check + i].revents)
                 checker_ctl(&checkers[i]);
+        /* Starting sandboxes: ready, failed, or too slow. */
+        for (size_t i = n_st; i-- > 0;) {
+            char err[512];
+            struct serve_box *b = st[i].box;
+            bool ready = false, failed = false;
+            if (pf[first_st + i].revents) {
+                ready = serve_box_wait_ready(b, 1000, err, sizeof err) == 0;
+                failed = !ready;
+            } else if (mono_s() - st[i].since > READY_TIMEOUT_MS / 1000.0) {
+                snprintf(err, sizeof err, "the runner did not say ready within %d s",
+                         READY_TIMEOUT_MS / 1000);
+                failed = true;
+            }
+            if (!ready && !failed)
+                continue;
+            st[i] = st[--n_st];
+            if (failed) {
+                serve_pool_discard(b, 125, err);
+                pthread_mutex_lock(&pool.lock);
+                spawn_failed(err);
+                pthread_mutex_unlock(&pool.lock);
+                continue;
+            }
+            pthread_mutex_lock(&pool.lock);
+            pool.failures = 0;
+            if (pool.stop || pool.n_idle >= MAX_POOL) {
+                pthread_mutex_unlock(&pool.lock);
+                serve_pool_discard(b, 0, "unused: the service stopped");
+                continue;
+            }
+            pool.idle[pool.n_idle++] = b;
+            pthread_cond_broadcast(&pool.changed);
+            pthread_mutex_unlock(&pool.lock);
+        }
+        /* Idle sandboxes: a kill, or a runner that ended while waiting. */
         n = first_check;
         pthread_mutex_lock(&pool.lock);
         for (size_t k = 0; r > 0 && k < n; k++) {
@@ -220,6 +282,8 @@ static void *pool_main(void *arg)
         }
     }
     pthread_mutex_unlock(&pool.lock);
+    for (size_t i = 0; i < n_st; i++)
+        serve_pool_discard(st[i].box, 0, "unused: the service stopped");
     return NULL;
 }
 
