@@ -111,6 +111,8 @@ struct iso_bpf {
 /* What the filter hands to the supervisor (NOTIFY below). */
 #define ISO_NOTIFY_EXEC_NET 1u  /* execve, execveat, connect, sendto(addr) */
 #define ISO_NOTIFY_OPEN     2u  /* open, openat, openat2, creat */
+#define ISO_DENY_INET       4u  /* not a notification: socket() of AF_INET,
+                                 * AF_INET6, AF_NETLINK refused (EACCES) */
 /* Builds the filter: EPERM list, clone namespace flags, clone3 ENOSYS,
  * personality, bad arch kills, and user notification for the calls NOTIFY
  * names (0: none; true is ISO_NOTIFY_EXEC_NET). */

@@ -59,6 +59,10 @@ struct iso_request {
                                  * inherits the caller's 0, 1 and 2.  Not
                                  * with ISO_BWRAP (refused) */
     unsigned n_child_fds;       /* at most ISO_CHILD_FDS_MAX */
+    bool no_inet_sockets;       /* added: native: socket() of AF_INET,
+                                 * AF_INET6 and AF_NETLINK fails with EACCES
+                                 * (sbx-serve's requests: no network at
+                                 * all, not even a loopback socket) */
 };
 #define ISO_CHILD_FDS_MAX 8
 

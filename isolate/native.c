@@ -494,7 +494,8 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
         iso_errf(err, errsz, "isolation: out of memory");
         goto out;
     }
-    if (iso_seccomp_build(ISO_NOTIFY_EXEC_NET | (pl.notify_open ? ISO_NOTIFY_OPEN : 0),
+    if (iso_seccomp_build(ISO_NOTIFY_EXEC_NET | (pl.notify_open ? ISO_NOTIFY_OPEN : 0)
+                          | (req->no_inet_sockets ? ISO_DENY_INET : 0),
                           &pl.bpf, err, errsz) < 0)
         goto out;
     pl.ns = true;

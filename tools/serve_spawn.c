@@ -217,7 +217,7 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
             .runtime_dir = cfg->runtime_dir, .audit_db = cfg->audit_db,
             .preload = cfg->preload, .policy_copy = cfg->policy_copy,
             .policy_image = cfg->policy_image, .argv = argv, .envp = env,
-            .child_fds = mine, .n_child_fds = 5,
+            .child_fds = mine, .n_child_fds = 5, .no_inet_sockets = true,
         };
         if (iso_spawn(&req, &child, why, sizeof why) < 0) {
             errf(rep.err, sizeof rep.err, "cannot start the sandbox: %s", why);
