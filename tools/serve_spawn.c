@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <bsd/string.h>
+#include <jansson.h>
 #include <pthread.h>
 
 #include "ctl.h"
@@ -226,6 +227,10 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     }
     close_all(mine, 5);
     out[1] = errp[1] = reqp[0] = repp[1] = -1;
+    /* From here a failure kills the started sandbox; its channels are
+     * closed with the rest (fds[]). */
+    fds[4] = child.notify_fd;
+    fds[5] = child.status_fd;
     fds[6] = (int)syscall(SYS_pidfd_open, child.pid, 0);
     if (fds[6] < 0) {
         errf(rep.err, sizeof rep.err, "pidfd_open: %s", strerror(errno));
@@ -243,8 +248,6 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     fds[1] = errp[0];
     fds[2] = reqp[1];
     fds[3] = repp[0];
-    fds[4] = child.notify_fd;
-    fds[5] = child.status_fd;
     fds[7] = ctl;
     out[0] = errp[0] = reqp[1] = repp[0] = ctl = -1;
     rep.ok = 1;
@@ -258,12 +261,12 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     guard_env_free(env);
     return;
 fail:
-    close_all(mine, 5);
+    /* mine[1..4] are the pipes' child ends, closed below with the rest. */
+    if (mine[0] >= 0)
+        close(mine[0]);
     {
         int rest[] = { out[0], out[1], errp[0], errp[1], reqp[0], reqp[1], repp[0], repp[1] };
-        for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
-            if (rest[i] >= 0 && rest[i] != mine[1] && rest[i] != mine[2])
-                close(rest[i]);
+        close_all(rest, sizeof rest / sizeof rest[0]);
     }
     close_all(fds, NFDS);
     if (ctl >= 0) {
@@ -476,12 +479,16 @@ int serve_box_wait_ready(struct serve_box *box, int timeout_ms, char *err, size_
              r == 0 ? "it ended" : strerror(errno));
         return -1;
     }
-    if (strstr(line, "\"ready\": true") == NULL && strstr(line, "\"ready\":true") == NULL) {
-        errf(err, errsz, "the runner did not start: %.400s", line);
-        consume_line(box);
-        return -1;
+    json_t *o = json_loads(line, 0, NULL);
+    bool ok = json_is_true(json_object_get(o, "ready"));
+    if (!ok) {
+        const char *e = json_string_value(json_object_get(o, "error"));
+        errf(err, errsz, "the runner did not start: %.400s", e ? e : line);
     }
+    json_decref(o);
     consume_line(box);
+    if (!ok)
+        return -1;
     box->ready = true;
     return 0;
 }

@@ -94,6 +94,11 @@ env:
   pass: []
   set: {}
 EOF2
+    # Under ASan the sandbox's set-up runs instrumented code, whose shadow
+    # memory does not fit in an address-space limit.
+    if [ -n "${SBX_SANITIZED:-}" ]; then
+        sed -i '/^  memory:/d' "$T/minimal.yaml"
+    fi
     if [ -n "${SERVE_SECTION:-}" ]; then
         printf 'serve:\n  allowed_imports: [collections, json, math]\n  stages: {ast_scan: enforce}\n' \
             >> "$T/minimal.yaml"
