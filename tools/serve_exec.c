@@ -4,7 +4,6 @@
 #include "serve_exec.h"
 
 #include <errno.h>
-#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>

@@ -12,7 +12,6 @@
 #include "serve_http.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -427,7 +426,7 @@ static void execute(struct conn *r, struct answer *a)
         } else if (json_number_value(tmo) > pr->timeout_max_s) {
             char t[64];
             serve_float_text(pr->timeout_max_s, t, sizeof t);
-            if (pr->timeout_max_s == floor(pr->timeout_max_s))
+            if (pr->timeout_max_s == (double)(long long)pr->timeout_max_s)
                 t[strcspn(t, ".")] = '\0';
             snprintf(msg, sizeof msg, "ensure this value is less than or equal to %s", t);
             json_array_append_new(detail, detail_item("timeout", msg, "value_error.number.not_le"));
