@@ -307,6 +307,11 @@ $(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS)
 
+# test_serve_text tests sbx-serve's text module, which needs nothing else.
+$(BUILD)/tests/test_serve_text: $(BUILD)/obj/tests/unit/test_serve_text.o $(BUILD)/obj/tools/serve_text.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_text.o $(TEST_LIBS) $(LIBS) $(CMOCKA_LIBS)
+
 # bench_serve talks HTTP with sbx-serve's own client (serve_client.c).
 $(BUILD)/obj/bench/bench_serve.o: ALL_CFLAGS += $(SERVE_CFLAGS)
 $(BUILD)/bench/bench_serve: $(BUILD)/obj/bench/bench_serve.o $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS)

@@ -20,6 +20,7 @@
 
 #include "isolate.h"
 #include "serve_spawn.h"
+#include "serve_text.h"
 
 /* SERVE.md: 51,200 bytes per stream, then this marker. */
 #define SERVE_OUTPUT_CAP 51200
@@ -47,13 +48,5 @@ struct serve_result {
 int serve_exec_run(struct serve_box *box, const char *line, size_t len, double timeout_s,
                    const struct iso_request *sup, struct serve_result *res,
                    char *err, size_t errsz);
-
-/* BUF[0..LEN) as valid UTF-8 (each invalid sequence replaced by U+FFFD,
- * as Python's errors="replace"), plus SUFFIX; malloc'd, length in
- * *OUTLEN.  NULL when out of memory. */
-char *serve_utf8(const char *buf, size_t len, const char *suffix, size_t *outlen);
-
-/* "2.0" for 2, "2.5" for 2.5: a float written as Python's str() does. */
-void serve_float_text(double v, char *out, size_t outsz);
 
 #endif
