@@ -63,8 +63,7 @@ PY
     cp "$T/runner/runner.py" "$T/runner/permissive.py"
 }
 
-# The profile: minimal, as a policy.  Until the loader parses serve:, a
-# policy named minimal carries SERVE.md's minimal values (serve_profile.c).
+# The profile: minimal, as a policy.
 write_profile() {
     cat > "$T/minimal.yaml" <<'EOF2'
 version: 1
@@ -99,9 +98,18 @@ EOF2
     if [ -n "${SBX_SANITIZED:-}" ]; then
         sed -i '/^  memory:/d' "$T/minimal.yaml"
     fi
-    if [ -n "${SERVE_SECTION:-}" ]; then
-        printf 'serve:\n  allowed_imports: [collections, json, math]\n  stages: {ast_scan: enforce}\n' \
-            >> "$T/minimal.yaml"
+    # Once the loader parses serve: (policy_serve), the profile says it;
+    # until then a policy named minimal gets SERVE.md's values.
+    cp "$T/minimal.yaml" "$T/probe.yaml"
+    cat >> "$T/probe.yaml" <<'EOF2'
+serve:
+  allowed_imports: [collections, csv, datetime, decimal, fractions, functools, itertools, json,
+                    math, operator, random, re, statistics, string, textwrap, typing]
+  stages: {ast_scan: enforce}
+  runtime_hooks: enforce
+EOF2
+    if sbx-policy check "$T/probe.yaml" >/dev/null 2>&1; then
+        mv "$T/probe.yaml" "$T/minimal.yaml"
     fi
 }
 
