@@ -20,6 +20,7 @@
 #                                             (emit.c) also libsbx-emit.a, for the
 #                                             tests and benches that play an agent
 #   tools/sbx-*.c (mains), other tools/*.c -> bin/sbx-*, libsbx-tools.a
+#   tools/serve_*.c                        -> sbx-serve only (libmicrohttpd, jansson)
 #   tests/unit/test_*.c                    -> tests/test_* (cmocka)
 #   tests/progs/*.c                        -> tests/progs/* (helper programs)
 #   tests/progs/static_*.c                 -> linked -static, no sbx libraries
