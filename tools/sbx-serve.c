@@ -297,15 +297,16 @@ int main(int argc, char **argv)
         default: usage();
         }
     }
-    if (optind != argc)
+    if (optind != argc || listen_addr == NULL)
         usage();
     if (verify)
         return serve_verify(verify, stdout) == 0 ? 0 : 1;
     if (pool == 0)
         pool = max_conc;
-    if (profile_arg == NULL)
-        profile_arg = getenv("SANDBOX_PROFILE") && getenv("SANDBOX_PROFILE")[0]
-                      ? getenv("SANDBOX_PROFILE") : "minimal";
+    if (profile_arg == NULL) {
+        const char *env = getenv("SANDBOX_PROFILE");
+        profile_arg = env && env[0] ? env : "minimal";
+    }
 
     /* 1. The runner and the profile; the runner's directory is the
      * sandboxes' (read-only) workspace and working directory. */
@@ -313,7 +314,9 @@ int main(int argc, char **argv)
     find_runner(runner, sizeof runner);
     find_profile(profile_arg, profile_path, sizeof profile_path);
     strlcpy(workspace, runner, sizeof workspace);
-    *strrchr(workspace, '/') = '\0';
+    char *slash = strrchr(workspace, '/');     /* realpath's: absolute */
+    if (slash)
+        *slash = '\0';
     if (workspace[0] == '\0')
         strlcpy(workspace, "/", sizeof workspace);
 

@@ -178,13 +178,12 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
             on_ctl(box, res);
     }
     res->ms = (now_s() - start) * 1000.0;
-    if (res->timed_out || res->killed)
-        res->exit_code = -SIGKILL;
-    else if (have_status && WIFEXITED(wstatus))
+    bool own = have_status && !res->timed_out && !res->killed;
+    if (own && WIFEXITED(wstatus))
         res->exit_code = WEXITSTATUS(wstatus);
-    else if (have_status && WIFSIGNALED(wstatus))
+    else if (own && WIFSIGNALED(wstatus))
         res->exit_code = -WTERMSIG(wstatus);
-    else
-        res->exit_code = -SIGKILL;      /* the init was killed: everything was */
+    else    /* the timeout, sbx-kill, or the init died without a word: SIGKILL */
+        res->exit_code = -SIGKILL;
     return 0;
 }

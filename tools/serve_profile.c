@@ -29,6 +29,13 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static char **copy_list(const char *const *v, size_t n)
 {
     char **out = calloc(n + 1, sizeof *out);
@@ -36,17 +43,13 @@ static char **copy_list(const char *const *v, size_t n)
     if (out == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        if ((out[i] = strdup(v[i])) == NULL)
-            return NULL;    /* the caller frees what was copied */
+        if ((out[i] = strdup(v[i])) == NULL) {
+            free_list(out, i);
+            return NULL;
+        }
     return out;
 }
 
-static void free_list(char **v, size_t n)
-{
-    for (size_t i = 0; v && i < n; i++)
-        free(v[i]);
-    free(v);
-}
 
 /* The runner's configuration line (docs/serve-protocol.md, 1.). */
 static char *runner_config(const struct serve_profile *pr)

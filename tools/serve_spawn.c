@@ -249,7 +249,7 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     fds[2] = reqp[1];
     fds[3] = repp[0];
     fds[7] = ctl;
-    out[0] = errp[0] = reqp[1] = repp[0] = ctl = -1;
+    out[0] = errp[0] = reqp[1] = repp[0] = -1;     /* fds[] owns them now */
     rep.ok = 1;
     rep.pid = child.pid;
     strlcpy(rep.layers, child.layers, sizeof rep.layers);
