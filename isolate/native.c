@@ -225,11 +225,16 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
     close(efd);
     if (ruleset >= 0)
         close(ruleset);
-    /* The agent's own descriptors are its alone: a reader of its stdout
-     * sees the end when the agent's processes are done, not when the init
-     * is. */
-    for (unsigned i = 0; pl->req->child_fds && i < pl->req->n_child_fds; i++)
-        close(pl->req->child_fds[i]);
+    /* With child_fds (sbx-serve) the agent's descriptors are its alone,
+     * and the init keeps nothing of its caller but the status channel: a
+     * reader of the agent's stdout sees the end when the agent's processes
+     * are done, and the agent sees the end of its input when the caller
+     * goes away, not when the init does. */
+    if (pl->req->child_fds) {
+        if (sfd > 3)
+            (void)syscall(SYS_close_range, 3U, (unsigned)sfd - 1, 0U);
+        (void)syscall(SYS_close_range, (unsigned)sfd + 1, ~0U, 0U);
+    }
     {
         /* sbx-guard blocks the signals it relays; nothing to keep pending. */
         sigset_t none;

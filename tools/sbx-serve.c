@@ -17,7 +17,7 @@
  *   5. the spawner forked, while this process is still single-threaded;
  *   6. the validators and the first sandbox started (a runner or a profile
  *      that cannot start shows here), the pool's thread started;
- *   7. the listening socket, then the HTTP server.
+ *   7. the HTTP server on the listening socket (taken before 5).
  * Then it waits for SIGTERM or SIGINT: new executions get 503, those
  * running finish (up to 60 s), the sandboxes are discarded, it exits 0.
  */
@@ -368,6 +368,10 @@ int main(int argc, char **argv)
         err(1, "sigprocmask");
     signal(SIGPIPE, SIG_IGN);
 
+    /* The address is taken before any sandbox starts: a bad one or one in
+     * use stops us with nothing to clean up.  The spawner closes its copy. */
+    int lfd = listen_on(listen_addr);
+
     /* 5. The spawner, before any thread. */
     struct serve_spawn_cfg scfg = {
         .policy = pol, .mode = mode, .python = "/usr/bin/python3", .runner = runner,
@@ -395,12 +399,11 @@ int main(int argc, char **argv)
         errx(1, "%s", why);
     }
 
-    /* 7. Listen. */
+    /* 7. Serve. */
     struct serve_http_cfg hcfg = {
         .profile = &prof, .sup = &sup, .token = token,
         .max_concurrent = max_conc, .queue = queue,
     };
-    int lfd = listen_on(listen_addr);
     if (serve_http_start(lfd, &hcfg, why, sizeof why) < 0)
         errx(1, "%s", why);
     fprintf(stderr, "sbx-serve: listening on %s; profile %s (%s); %zu concurrent, queue %zu, "

@@ -286,6 +286,11 @@ static __attribute__((noreturn)) void spawner_main(const struct serve_spawn_cfg 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, SIG_IGN);    /* the server decides when we stop */
     signal(SIGTERM, SIG_DFL);
+    /* Nothing of the server but our socket: the sandboxes we start must
+     * not hold its listening socket or another sandbox's pipes. */
+    if (sock > 3)
+        (void)syscall(SYS_close_range, 3U, (unsigned)sock - 1, 0U);
+    (void)syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U);
     /* Relative paths of the sandbox are relative to its workspace. */
     if (chdir(cfg->workspace) < 0)
         _exit(1);

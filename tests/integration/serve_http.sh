@@ -339,6 +339,18 @@ test_serve_sigterm_lets_the_running_request_finish_then_stops() {
     assert_contains "$(cat "$T/serve.log")" "sbx-serve: stopped"
 }
 
+test_serve_killed_with_sigkill_leaves_no_sandbox_behind() {
+    serve
+    assert_eq "$(status_of "$(post '{"code":"print(1)"}')")" 200
+    [ "$(pgrep -f "$T/runner/runner.py" | wc -l)" -gt 0 ] || fail "no warm sandbox to look for"
+    kill -KILL $SERVE_PID
+    i=0
+    while pgrep -f "$T/runner/runner.py" >/dev/null; do
+        [ $i -lt 100 ] || fail "runners left: $(pgrep -af "$T/runner/runner.py")"
+        sleep 0.1; i=$((i + 1))
+    done
+}
+
 test_serve_verify_passes_against_sbx_serve_itself() {
     serve
     out=$(sbx-serve --verify "unix:$SOCK") || fail "verify failed: $out"
