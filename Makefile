@@ -20,6 +20,7 @@
 #                                             (emit.c) also libsbx-emit.a, for the
 #                                             tests and benches that play an agent
 #   tools/sbx-*.c (mains), other tools/*.c -> bin/sbx-*, libsbx-tools.a
+#   tools/serve_*.c                        -> sbx-serve only (libmicrohttpd, jansson)
 #   tests/unit/test_*.c                    -> tests/test_* (cmocka)
 #   tests/progs/*.c                        -> tests/progs/* (helper programs)
 #   tests/progs/static_*.c                 -> linked -static, no sbx libraries
@@ -70,6 +71,10 @@ PKGS     = yaml-0.1 libpcre2-8 sqlite3 libbsd libmd libseccomp
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
+# sbx-serve alone speaks HTTP (libmicrohttpd) and JSON (jansson).
+SERVE_PKGS   = libmicrohttpd jansson
+SERVE_CFLAGS = $(shell pkg-config --cflags $(SERVE_PKGS) 2>/dev/null)
+SERVE_LIBS   = $(shell pkg-config --libs $(SERVE_PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?= -O2 -g
@@ -93,7 +98,9 @@ ISOLATE_SRC := $(call src_of,isolate)
 AUDIT_SRC   := $(filter-out auditd/sbx-auditd.c,$(call src_of,auditd))
 PRELOAD_SRC := $(call src_of,preload)
 TOOLMAIN_SRC:= $(wildcard tools/sbx-*.c)
-TOOLLIB_SRC := $(filter-out $(TOOLMAIN_SRC),$(call src_of,tools))
+# sbx-serve's own modules (HTTP and JSON): linked into sbx-serve only.
+SERVE_SRC   := $(wildcard tools/serve_*.c)
+TOOLLIB_SRC := $(filter-out $(TOOLMAIN_SRC) $(SERVE_SRC),$(call src_of,tools))
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 PROG_SRC    := $(filter-out tests/progs/static_% tests/progs/agent_% tests/progs/lib_%,$(wildcard tests/progs/*.c))
 SPROG_SRC   := $(wildcard tests/progs/static_*.c tests/progs/agent_*.c)
@@ -251,6 +258,12 @@ $(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SBX_LIBS) $(LIBS)
 
+SERVE_OBJ = $(call obj_of,$(SERVE_SRC))
+$(BUILD)/obj/tools/serve_%.o $(BUILD)/obj/tools/sbx-serve.o: ALL_CFLAGS += $(SERVE_CFLAGS)
+$(BUILD)/bin/sbx-serve: $(BUILD)/obj/tools/sbx-serve.o $(SERVE_OBJ) $(SBX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(SERVE_OBJ) $(SBX_LIBS) $(SERVE_LIBS) $(LIBS)
+
 # Unit tests that include tests/unit/failalloc.h link with the allocator
 # wrapped, so that they can make any allocation of sbx's code fail.
 FAILALLOC_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=reallocarray \
@@ -295,6 +308,17 @@ $(BUILD)/bench/bench_%: $(BUILD)/obj/bench/bench_%.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(TEST_LIBS) $(LIBS)
 
+# test_serve_text tests sbx-serve's text module, which needs nothing else.
+$(BUILD)/tests/test_serve_text: $(BUILD)/obj/tests/unit/test_serve_text.o $(BUILD)/obj/tools/serve_text.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_text.o $(TEST_LIBS) $(LIBS) $(CMOCKA_LIBS)
+
+# bench_serve talks HTTP with sbx-serve's own client (serve_client.c).
+$(BUILD)/obj/bench/bench_serve.o: ALL_CFLAGS += $(SERVE_CFLAGS)
+$(BUILD)/bench/bench_serve: $(BUILD)/obj/bench/bench_serve.o $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS) $(SERVE_LIBS) $(LIBS)
+
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(SBX_LIBS) $(LIBS)
@@ -307,6 +331,8 @@ install: all
 	install -m 0755 $(TOOLS) $(DAEMON) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(PRELOAD_SO) $(DESTDIR)$(PREFIX)/lib/sbx/
 	install -m 0644 policies/*.yaml $(DESTDIR)$(PREFIX)/share/sbx/policies/
+	$(if $(wildcard tools/serve-runner.py),install -m 0644 tools/serve-runner.py $(DESTDIR)$(PREFIX)/share/sbx/)
+	$(if $(wildcard policies/serve/*.yaml),install -d $(DESTDIR)$(PREFIX)/share/sbx/policies/serve && install -m 0644 $(wildcard policies/serve/*.yaml) $(DESTDIR)$(PREFIX)/share/sbx/policies/serve/)
 	$(if $(wildcard docs/*.1),install -m 0644 $(wildcard docs/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/)
 	$(if $(wildcard docs/*.8),install -d $(DESTDIR)$(PREFIX)/share/man/man8 && install -m 0644 $(wildcard docs/*.8) $(DESTDIR)$(PREFIX)/share/man/man8/)
 

@@ -41,6 +41,12 @@ size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]
  * KEEP_FD.  Async-signal-safe.  0, or -1 with errno (and *WHAT set). */
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what);
+/* In the child after iso_child_basics: makes REQ's child_fds the
+ * descriptors 0..n-1 (not close-on-exec), first moving the NKEEP
+ * descriptors *KEEP[i] (the set-up's own channels; -1 ignored) out of that
+ * range.  Nothing when REQ has no child_fds.  Async-signal-safe.  0, or -1
+ * with errno. */
+int iso_child_fds(const struct iso_request *req, int *const keep[], size_t nkeep);
 /* In the child that leads the agent's process group, right after setpgid
  * and before the agent's exec: makes that group the terminal's foreground.
  * Before the exec, because a program that reads the terminal at once
@@ -105,6 +111,8 @@ struct iso_bpf {
 /* What the filter hands to the supervisor (NOTIFY below). */
 #define ISO_NOTIFY_EXEC_NET 1u  /* execve, execveat, connect, sendto(addr), sendmsg, sendmmsg */
 #define ISO_NOTIFY_OPEN     2u  /* open, openat, openat2, creat */
+#define ISO_DENY_INET       4u  /* not a notification: socket() of AF_INET,
+                                 * AF_INET6, AF_NETLINK refused (EACCES) */
 /* Builds the filter: EPERM list, clone namespace flags, clone3 ENOSYS,
  * personality, bad arch kills, and user notification for the calls NOTIFY
  * names (0: none; true is ISO_NOTIFY_EXEC_NET). */

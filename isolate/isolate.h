@@ -62,7 +62,19 @@ struct iso_request {
                                  * debian:bookworm-slim) */
     char *const *argv;          /* the agent's command */
     char *const *envp;          /* its complete environment */
+    const int *child_fds;       /* added: NULL, or the agent's descriptors
+                                 * 0..n_child_fds-1, in order (sbx-serve's
+                                 * pipes); every other descriptor of the
+                                 * caller stays out.  NULL: the agent
+                                 * inherits the caller's 0, 1 and 2.  Not
+                                 * with ISO_BWRAP (refused) */
+    unsigned n_child_fds;       /* at most ISO_CHILD_FDS_MAX */
+    bool no_inet_sockets;       /* added: native: socket() of AF_INET,
+                                 * AF_INET6 and AF_NETLINK fails with EACCES
+                                 * (sbx-serve's requests: no network at
+                                 * all, not even a loopback socket) */
 };
+#define ISO_CHILD_FDS_MAX 8
 
 struct iso_child {
     pid_t pid;                  /* sbx-guard waits for this pid; its exit

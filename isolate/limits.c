@@ -3,6 +3,7 @@
 #include "iso_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,6 +73,36 @@ int iso_take_terminal(void)
     r = tcsetpgrp(STDIN_FILENO, getpgrp());
     (void)sigaction(SIGTTOU, &old, NULL);
     return r;
+}
+
+int iso_child_fds(const struct iso_request *req, int *const keep[], size_t nkeep)
+{
+    /* Everything goes above the target range first: a source may be one of
+     * the targets (the caller's fd 3 becoming the agent's fd 1), and our
+     * own channels may sit where a target goes. */
+    enum { HIGH = 64 };
+    int tmp[ISO_CHILD_FDS_MAX];
+    unsigned n = req->n_child_fds;
+
+    if (req->child_fds == NULL)
+        return 0;
+    if (n > ISO_CHILD_FDS_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t k = 0; k < nkeep; k++)
+        if (*keep[k] >= 0 && *keep[k] < (int)n
+            && (*keep[k] = fcntl(*keep[k], F_DUPFD_CLOEXEC, HIGH)) < 0)
+            return -1;
+    for (unsigned i = 0; i < n; i++)
+        if ((tmp[i] = fcntl(req->child_fds[i], F_DUPFD_CLOEXEC, HIGH)) < 0)
+            return -1;
+    for (unsigned i = 0; i < n; i++) {
+        if (dup2(tmp[i], (int)i) < 0)   /* the copy is not close-on-exec */
+            return -1;
+        close(tmp[i]);
+    }
+    return 0;
 }
 
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,

@@ -139,7 +139,8 @@ static int drop_caps(void)
 }
 
 /* The agent's last steps; never returns. */
-static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, int efd, int sfd)
+static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, int efd,
+                                             int sfd)
 {
     const struct iso_request *req = pl->req;
     const char *what = "";
@@ -159,6 +160,12 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
         die(efd, STAGE_AGENT, errno, "chdir to the current directory");
     if (iso_child_basics(pl->rl, pl->nrl, efd, &what) < 0)
         die(efd, STAGE_AGENT, errno, what);
+    /* After the basics, which mark every fd from 3 up close-on-exec. */
+    {
+        int *const keep[] = { &efd, &sfd, &ruleset };
+        if (iso_child_fds(req, keep, 3) < 0)
+            die(efd, STAGE_AGENT, errno, "descriptors");
+    }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         die(efd, STAGE_AGENT, errno, "no_new_privs");
     if (drop_caps() < 0)
@@ -302,6 +309,16 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
     close(efd);
     if (ruleset >= 0)
         close(ruleset);
+    /* With child_fds (sbx-serve) the agent's descriptors are its alone,
+     * and the init keeps nothing of its caller but the status channel: a
+     * reader of the agent's stdout sees the end when the agent's processes
+     * are done, and the agent sees the end of its input when the caller
+     * goes away, not when the init does. */
+    if (pl->req->child_fds) {
+        if (sfd > 3)
+            (void)syscall(SYS_close_range, 3U, (unsigned)sfd - 1, 0U);
+        (void)syscall(SYS_close_range, (unsigned)sfd + 1, ~0U, 0U);
+    }
     {
         /* sbx-guard blocks the signals it relays; nothing to keep pending. */
         sigset_t none;
@@ -660,7 +677,8 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
         iso_errf(err, errsz, "isolation: out of memory");
         goto out;
     }
-    if (iso_seccomp_build(ISO_NOTIFY_EXEC_NET | (pl.notify_open ? ISO_NOTIFY_OPEN : 0),
+    if (iso_seccomp_build(ISO_NOTIFY_EXEC_NET | (pl.notify_open ? ISO_NOTIFY_OPEN : 0)
+                          | (req->no_inet_sockets ? ISO_DENY_INET : 0),
                           &pl.bpf, err, errsz) < 0)
         goto out;
     pl.ns = true;

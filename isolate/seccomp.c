@@ -164,6 +164,7 @@ int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t er
 {
     scmp_filter_ctx ctx;
     uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+    bool no_inet = (notify & ISO_DENY_INET) != 0;
     struct stat st;
     int mfd = -1, rc = -1;
 
@@ -208,8 +209,24 @@ int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t er
             || add(ctx, eperm, SYS_ioctl, 1, &d, "ioctl(TIOCLINUX)", err, errsz) < 0)
             goto out;
     }
+    /* No network at all (sbx-serve): the net namespace and Landlock
+     * already leave nothing to reach; refusing the socket itself makes
+     * that plain to the program and to the audit trail.  AF_UNIX stays:
+     * the guard reports through events.sock.  The finer rules below on
+     * these families (MPTCP, netlink protocols) are then left out:
+     * libseccomp refuses a rule that another one on the same argument
+     * already decides. */
+    if (notify & ISO_DENY_INET) {
+        static const int fams[] = { AF_INET, AF_INET6, AF_NETLINK };
+        for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+            struct scmp_arg_cmp c = CMP(0, SCMP_CMP_EQ, (scmp_datum_t)fams[i], 0);
+            if (add(ctx, SCMP_ACT_ERRNO(EACCES), SYS_socket, 1, &c, "socket(inet)", err,
+                    errsz) < 0)
+                goto out;
+        }
+    }
     /* MPTCP sockets: Landlock's TCP port rules are about plain TCP. */
-    {
+    if (!no_inet) {
         struct scmp_arg_cmp c4[2] = { CMP(0, SCMP_CMP_EQ, AF_INET, 0),
                                       CMP(2, SCMP_CMP_EQ, IPPROTO_MPTCP, 0) };
         struct scmp_arg_cmp c6[2] = { CMP(0, SCMP_CMP_EQ, AF_INET6, 0),
@@ -236,7 +253,7 @@ int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t er
         struct scmp_arg_cmp hi = CMP(0, SCMP_CMP_GE, SBX_AF_LIMIT, 0);
         if (add(ctx, noaf, SYS_socket, 1, &hi, "socket(family)", err, errsz) < 0)
             goto out;
-        for (int p = 0; p < SBX_NETLINK_LIMIT; p++) {
+        for (int p = 0; p < SBX_NETLINK_LIMIT && !no_inet; p++) {
             if (policy_socket_allowed(AF_NETLINK, p))
                 continue;
             struct scmp_arg_cmp c[2] = { CMP(0, SCMP_CMP_EQ, AF_NETLINK, 0),
@@ -249,7 +266,7 @@ int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t er
         /* socketpair makes only AF_UNIX pairs worth having. */
         struct scmp_arg_cmp sp_lo = CMP(0, SCMP_CMP_LT, AF_UNIX, 0);
         struct scmp_arg_cmp sp_hi = CMP(0, SCMP_CMP_GT, AF_UNIX, 0);
-        if (add(ctx, noproto, SYS_socket, 2, nl, "socket(netlink)", err, errsz) < 0
+        if ((!no_inet && add(ctx, noproto, SYS_socket, 2, nl, "socket(netlink)", err, errsz) < 0)
             || add(ctx, noaf, SYS_socketpair, 1, &sp_lo, "socketpair", err, errsz) < 0
             || add(ctx, noaf, SYS_socketpair, 1, &sp_hi, "socketpair", err, errsz) < 0)
             goto out;
@@ -262,6 +279,7 @@ int iso_seccomp_build(unsigned notify, struct iso_bpf *out, char *err, size_t er
         if (add(ctx, eperm, SYS_memfd_create, 1, &c, "memfd_create(MFD_EXEC)", err, errsz) < 0)
             goto out;
     }
+    notify &= ~ISO_DENY_INET;
     if (notify) {
         if (add(ctx, SCMP_ACT_NOTIFY, SYS_execve, 0, NULL, "execve", err, errsz) < 0
             || add(ctx, SCMP_ACT_NOTIFY, SYS_execveat, 0, NULL, "execveat", err, errsz) < 0
@@ -346,6 +364,9 @@ void iso_seccomp_print(unsigned notify, FILE *out)
     if (notify)
         fprintf(out, "  %-18s NOTIFY the supervisor in sbx-guard decides (" NOTIFY_LIST ")\n",
                 "exec/connect/sendto");
+    if (notify & ISO_DENY_INET)
+        fprintf(out, "  %-18s EACCES AF_INET, AF_INET6, AF_NETLINK (no network at all)\n",
+                "socket");
     if (notify & ISO_NOTIFY_OPEN)
         fprintf(out, "  %-18s NOTIFY the supervisor opens what can read itself, judges the file "
                 "and hands it in (ADDFD); refuses deny-read/write paths (open, openat, "

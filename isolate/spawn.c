@@ -73,6 +73,11 @@ static int spawn_plain(const struct iso_request *req, struct iso_child *child,
             child_fail(pfd[1], "take the terminal", errno);
         if (iso_child_basics(rl, nrl, pfd[1], &what) < 0)
             child_fail(pfd[1], what, errno);
+        {
+            int *const keep[] = { &pfd[1] };
+            if (iso_child_fds(req, keep, 1) < 0)
+                child_fail(pfd[1], "descriptors", errno);
+        }
         /* The guard must load where the agent runs (see guardcheck.c). */
         if (req->preload && iso_guard_loadable(req->preload, &what) < 0)
             child_fail(pfd[1], what, errno);
@@ -133,6 +138,11 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
     case ISO_NATIVE:
         return iso_spawn_native(req, child, err, errsz);
     case ISO_BWRAP:
+        if (req->child_fds) {
+            iso_errf(err, errsz, "isolation bwrap: cannot hand the agent descriptors");
+            errno = EINVAL;
+            return -1;
+        }
         return iso_spawn_bwrap(req, child, err, errsz);
     case ISO_GVISOR:
         return iso_spawn_gvisor(req, child, err, errsz);

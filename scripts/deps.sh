@@ -3,7 +3,8 @@
 # when they are all there already (so `make test` can always depend on it).
 set -eu
 
-# Build: compiler, pkg-config and the five base libraries plus libseccomp.
+# Build: compiler, pkg-config and the five base libraries plus libseccomp;
+# libmicrohttpd and jansson for sbx-serve only (HTTP and JSON).
 # Tests: cmocka; real programs the integration tests run under the guard
 # (python3, git, curl, make); busybox-static and bubblewrap for the escape
 # tests and the bwrap backend; sqlite3 to inspect a store by hand in tests;
@@ -15,6 +16,7 @@ set -eu
 # golang-go, openssl (a test CA), less and vim on a pseudo-terminal.
 PKGS="gcc clang make pkg-config libc6-dev
 libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
+libmicrohttpd-dev libjansson-dev
 python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace
 libclang-rt-14-dev clang-tidy cppcheck
 python3-venv python3-setuptools python3-wheel cargo golang-go openssl less vim

@@ -5,7 +5,7 @@
 # duration syntax for the policy, sbx-audit --since and sbx-auditd --retain.
 . "$(dirname "$0")/../lib.sh"
 
-TOOLS="sbx-guard sbx-audit sbx-kill sbx-policy sbx-auditd"
+TOOLS="sbx-guard sbx-audit sbx-kill sbx-policy sbx-auditd sbx-serve"
 
 # The usage exit code of each program (its man page, EXIT STATUS).
 usage_code() { case "$1" in sbx-guard) echo 125 ;; *) echo 2 ;; esac; }
@@ -70,6 +70,7 @@ sbx-kill --reason --reason
 sbx-kill coder_--reason --reason
 sbx-policy explain_--workspace --workspace
 sbx-auditd --retain --retain
+sbx-serve --profile --profile
 EOF2
 }
 

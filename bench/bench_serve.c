@@ -1,0 +1,262 @@
+/*
+ * bench_serve — sbx-serve end to end, beside the floor of a bare
+ * `python3 -I -c 'print(1)'` measured in the same run.
+ *
+ * Starts sbx-serve (beside this program: ../bin/sbx-serve) on a unix
+ * socket with a private store and runtime directory, and measures over
+ * HTTP (serve_client.c: a connection per request, as a framework's tool
+ * does): print(1) p50/p99 at concurrency 1, executions per second at
+ * concurrency 4, a rejected request (eval("1")) p50 and rate at
+ * concurrency 4, a data-science `import numpy` request (a second service
+ * with that profile; skipped with the reason when numpy or the profile is
+ * missing), and the server's RSS before and after the requests.
+ * SBX_BENCH_N (default 200) sets the number of print(1) requests.
+ * Skipped, with the reason, when the runner (serve-runner.py, or
+ * SBX_SERVE_RUNNER) is not there.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "paths.h"
+#include "serve_client.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+    qsort(v, n, sizeof *v, cmp_d);
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+static char url[512];
+
+/* One request; its latency in seconds, or -1 (WANT: the expected status). */
+static double one(const char *body, int want)
+{
+    char err[256], *resp = NULL;
+    int status = 0;
+    double t = now_s();
+    int rc = serve_client_request(url, "POST", "/execute", body, 60000, &status, &resp,
+                                  err, sizeof err);
+    t = now_s() - t;
+    if (rc < 0 || status != want) {
+        fprintf(stderr, "bench_serve: %s -> %s %d %.200s\n", body, rc < 0 ? err : "HTTP",
+                status, resp ? resp : "");
+        t = -1;
+    }
+    free(resp);
+    return t;
+}
+
+struct load {
+    const char *body;
+    int want;
+    double until;
+    long done, failed;
+};
+
+static void *worker(void *arg)
+{
+    struct load *l = arg;
+    while (now_s() < l->until) {
+        if (one(l->body, l->want) < 0)
+            __atomic_add_fetch(&l->failed, 1, __ATOMIC_RELAXED);
+        else
+            __atomic_add_fetch(&l->done, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+/* Requests per second of BODY at concurrency C for SECONDS. */
+static double rate(const char *body, int want, int c, double seconds, long *failed)
+{
+    struct load l = { body, want, now_s() + seconds, 0, 0 };
+    pthread_t th[16];
+    double t0 = now_s();
+    for (int i = 0; i < c; i++)
+        pthread_create(&th[i], NULL, worker, &l);
+    for (int i = 0; i < c; i++)
+        pthread_join(th[i], NULL);
+    *failed = l.failed;
+    return (double)l.done / (now_s() - t0);
+}
+
+static pid_t start_server(const char *bin, const char *dir, const char *profile,
+                          const char *sock)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char log[600];
+        snprintf(log, sizeof log, "%s/serve.log", dir);
+        if (!freopen(log, "w", stderr))
+            _exit(127);
+        char listen[600];
+        snprintf(listen, sizeof listen, "unix:%s", sock);
+        execl(bin, "sbx-serve", "--listen", listen, "--profile", profile,
+              "--max-concurrent", "4", "--pool", "4", (char *)NULL);
+        _exit(127);
+    }
+    snprintf(url, sizeof url, "unix:%s", sock);
+    for (int i = 0; i < 600; i++) {
+        char err[256], *resp = NULL;
+        int st = 0;
+        if (serve_client_request(url, "GET", "/healthz", NULL, 2000, &st, &resp, err,
+                                 sizeof err) == 0 && st == 200) {
+            free(resp);
+            usleep(500000);     /* the pool fills */
+            return pid;
+        }
+        free(resp);
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            break;
+        usleep(100000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void stop_server(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+static double python_floor(int n)
+{
+    double v[64];
+    if (n > 64)
+        n = 64;
+    for (int i = 0; i < n; i++) {
+        double t = now_s();
+        int rc = system("python3 -I -c 'print(1)' >/dev/null");
+        v[i] = rc == 0 ? now_s() - t : 1e9;
+    }
+    return pct(v, (size_t)n, 0.5);
+}
+
+int main(void)
+{
+    char self[4096], bin[4200], runner[4200], dir[] = "/tmp/sbx-bench-serve.XXXXXX";
+    char sock[300], env[600];
+    const char *nenv = getenv("SBX_BENCH_N");
+    int n = nenv ? atoi(nenv) : 200;
+    long failed = 0;
+
+    if (n < 10)
+        n = 10;
+    if (sbx_path_self_dir(self, sizeof self) < 0)
+        return 1;
+    snprintf(bin, sizeof bin, "%s/../bin/sbx-serve", self);
+    snprintf(runner, sizeof runner, "%s/../../tools/serve-runner.py", self);
+    if (!getenv("SBX_SERVE_RUNNER") && access(runner, R_OK) < 0) {
+        printf("bench_serve: skipped: no runner (tools/serve-runner.py is not in this tree; "
+               "SBX_SERVE_RUNNER names one)\n");
+        return 0;
+    }
+    if (!mkdtemp(dir))
+        return 1;
+    snprintf(env, sizeof env, "%s/run", dir);
+    setenv("SBX_RUNTIME_DIR", env, 1);
+    snprintf(env, sizeof env, "%s/state/audit.db", dir);
+    setenv("SBX_AUDIT_DB", env, 1);
+    snprintf(sock, sizeof sock, "%s/s.sock", dir);
+    const char *profile = getenv("SBX_BENCH_PROFILE") ? getenv("SBX_BENCH_PROFILE") : "minimal";
+
+    printf("bench_serve: sbx-serve over a unix socket, a connection per request\n");
+    printf("  python3 -I -c 'print(1)' (bare, the floor)   p50 %7.2f ms\n",
+           python_floor(21) * 1000);
+    pid_t pid = start_server(bin, dir, profile, sock);
+    if (pid < 0) {
+        printf("bench_serve: failed: sbx-serve did not start (see %s/serve.log)\n", dir);
+        return 1;
+    }
+    long rss0 = rss_kb(pid);
+    double *v = calloc((size_t)n, sizeof *v);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        double t = one("{\"code\":\"print(1)\"}", 200);
+        if (t >= 0)
+            v[ok++] = t;
+    }
+    if (ok)
+        printf("  print(1), concurrency 1 (%d requests)        p50 %7.2f ms  p99 %7.2f ms\n",
+               ok, pct(v, (size_t)ok, 0.5) * 1000, pct(v, (size_t)ok, 0.99) * 1000);
+    double r4 = rate("{\"code\":\"print(1)\"}", 200, 4, 10, &failed);
+    printf("  print(1), concurrency 4 (10 s)               %7.1f executions/s%s\n", r4,
+           failed ? " (with failures)" : "");
+    for (int i = 0; i < n; i++)
+        v[i] = one("{\"code\":\"eval(\\\"1\\\")\"}", 400);
+    printf("  eval(\"1\") rejected, concurrency 1           p50 %7.3f ms\n",
+           pct(v, (size_t)n, 0.5) * 1000);
+    double rr = rate("{\"code\":\"eval(\\\"1\\\")\"}", 400, 4, 5, &failed);
+    printf("  eval(\"1\") rejected, concurrency 4 (5 s)      %7.0f requests/s%s\n", rr,
+           failed ? " (with failures)" : "");
+    long rss1 = rss_kb(pid);
+    printf("  server RSS                                   %ld kB before, %ld kB after the "
+           "requests\n", rss0, rss1);
+    stop_server(pid);
+
+    if (system("python3 -c 'import numpy' 2>/dev/null") != 0) {
+        printf("  data-science import numpy: skipped: numpy is not installed "
+               "(python3-numpy)\n");
+    } else {
+        pid = start_server(bin, dir, "data-science", sock);
+        if (pid < 0) {
+            printf("  data-science import numpy: skipped: the data-science profile did not "
+                   "start\n");
+        } else {
+            int k = 0;
+            for (int i = 0; i < 30; i++) {
+                double t = one("{\"code\":\"import numpy\\nprint(numpy.zeros(3).sum())\"}", 200);
+                if (t >= 0)
+                    v[k++] = t;
+            }
+            if (k)
+                printf("  data-science import numpy, concurrency 1     p50 %7.2f ms\n",
+                       pct(v, (size_t)k, 0.5) * 1000);
+            stop_server(pid);
+        }
+    }
+    free(v);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+    return 0;
+}
