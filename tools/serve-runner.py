@@ -427,14 +427,19 @@ class Checker:
 
 
 def _v(node, rank, stage, text):
-    return (node.lineno, node.col_offset, -node.end_lineno, -node.end_col_offset, rank, stage,
+    col = node.col_offset
+    if node.__class__ is ast.Attribute and node.end_lineno == node.lineno:
+        col = node.end_col_offset - len(node.attr)  # where the attribute's name is written
+    return (node.lineno, col, -node.end_lineno, -node.end_col_offset, rank, stage,
             f"Line {node.lineno}: {text}")
 
 
 def _sorted(out):
-    """Source order: by line, then column; a node before the nodes inside
-    it (they start where it starts but end earlier); within one node in
-    the order SERVE.md lists the rules.  A node reports a message once."""
+    """Source order: by line, then column (an attribute's column is where
+    its name is written: `x.__class__.__mro__` reports __class__ first); a
+    node before the nodes inside it that start where it starts; within one
+    node in the order SERVE.md lists the rules.  A node reports a message
+    once."""
     if len(out) > 1:
         out.sort(key=lambda v: v[:5])
         seen = set()
@@ -513,10 +518,10 @@ def send(obj):
         data = data[n:]
 
 
-def fail(text):
+def fail(text, before_ready=False):
     """The runner cannot go on: say why on fd 4 if it is open, exit 3."""
     try:
-        send({"error": text})
+        send({"ready": False, "error": text} if before_ready else {"error": text})
     except OSError:
         pass
     os._exit(3)
@@ -643,12 +648,16 @@ def install_hooks(allowed, user_globals):
 
     # An import hook for the user's own module (its top level and the
     # functions it defines share user_globals); the standard library's
-    # modules have their own globals and import what they need.
+    # modules have their own globals and import what they need.  C code
+    # that imports on the user's behalf (datetime.strptime loads
+    # _strptime) comes here with the globals of the user's frame too, but
+    # with a list as fromlist, which an import statement never passes (it
+    # passes None or a tuple): that is the library's import, let through.
     real_import = builtins.__import__
     allowed = frozenset(allowed)
 
     def sandbox_import(name, globals=None, locals=None, fromlist=(), level=0):
-        if globals is user_globals and level == 0 \
+        if globals is user_globals and level == 0 and fromlist.__class__ is not list \
                 and name.partition(".")[0] not in allowed:
             raise ImportError(f"import of '{name.partition('.')[0]}' blocked by sandbox")
         return real_import(name, globals, locals, fromlist, level)
@@ -662,7 +671,6 @@ def install_hooks(allowed, user_globals):
     exec(compile(_SAFE_OPERATOR_SRC, "<sandbox operator>", "exec"), ns)
     operator.attrgetter = ns["attrgetter"]
     operator.methodcaller = ns["methodcaller"]
-    ns.clear()
 
 
 def _set_stdio():
@@ -732,7 +740,7 @@ def main_exec(reader, allowed, pre_imports, hooks):
         try:
             __import__(name)
         except BaseException as e:      # noqa: BLE001: any failure is the profile's
-            fail(f"pre-import '{name}' failed: {type(e).__name__}: {e}")
+            fail(f"pre-import '{name}' failed: {type(e).__name__}: {e}", before_ready=True)
 
     main = types.ModuleType("__main__")
     user_globals = main.__dict__
@@ -786,6 +794,11 @@ def main():
         if cfg is None:
             raise ProtocolError("no configuration")
         allowed, pre, blocklist, stages, hooks = parse_config(cfg)
+    except ProtocolError as e:
+        fail(f"configuration: {e}", before_ready=True)
+    except OSError as e:
+        fail(f"configuration: {type(e).__name__}: {e}", before_ready=True)
+    try:
         if mode == "check":
             main_check(reader, Checker(allowed, blocklist, stages))
         else:

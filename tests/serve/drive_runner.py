@@ -4,11 +4,14 @@
   drive_runner.py check [--profile minimal|data-science] [--config JSON] < TABLE
       TABLE: cases separated by lines "----"; each case is the code, a line
       "=>", then the expected violation messages, one per line (none: the
-      code passes).  Every case goes through one validator; a mismatch is
+      code passes); a line "STAGE: MESSAGE" also wants that stage.  Every case goes through one validator; a mismatch is
       printed and the exit status is 1.
   drive_runner.py exec [--profile P] [--config JSON] [--timeout S] < CODE
       Runs CODE in a single-use runner; prints one JSON object:
       {"exit": N, "stdout": ..., "stderr": ..., "ready": {...}}.
+  drive_runner.py raw check|exec < BYTES
+      Sends BYTES as they are on fd 3 (then EOF); prints each line the
+      runner wrote on fd 4, then "exit N".
   drive_runner.py bench [--profile P] N < CODE
       Checks CODE N times through one validator; prints the p50 and p99 of
       one request's round trip and the runner's own scan time, in µs.
@@ -114,12 +117,17 @@ def cmd_check(args):
     for i, (code, want) in enumerate(cases):
         r.send({"id": i, "code": code})
         got = r.recv()
-        msgs = [v["message"] for v in got["violations"]]
+        staged = [w.split(": ", 1)[0] in ("ast_scan", "blocklist_audit") for w in want]
+        msgs = [f'{v["stage"]}: {v["message"]}' if st else v["message"]
+                for v, st in zip(got["violations"], staged + [False] * len(got["violations"]))]
         if got.get("id") != i or msgs != want:
             bad += 1
             print(f"MISMATCH for code {code!r}\n  want {json.dumps(want)}\n  got  {json.dumps(msgs)}")
         for v in got["violations"]:
-            if not isinstance(v.get("line"), int) or not v.get("stage"):
+            line = v.get("line")
+            m = v["message"]
+            if not isinstance(line, int) or v.get("stage") not in ("ast_scan", "blocklist_audit") \
+                    or not (m.startswith(f"Line {line}: ") or m.endswith(f"(line {line})")):
                 bad += 1
                 print(f"malformed violation {v}")
     r.close()
@@ -147,6 +155,35 @@ def cmd_exec(args):
         out, err = r.proc.communicate()
     print(json.dumps({"exit": r.proc.returncode, "stdout": out.decode("utf-8", "replace"),
                       "stderr": err.decode("utf-8", "replace"), "ready": ready}))
+    return 0
+
+
+def cmd_raw(args):
+    mode = args[0]
+    r3, w3 = os.pipe()
+    r4, w4 = os.pipe()
+
+    def child_fds():
+        a, b = os.dup(r3), os.dup(w4)
+        os.dup2(a, 3)
+        os.dup2(b, 4)
+
+    proc = subprocess.Popen([PYTHON, "-I", "-B", RUNNER, mode], stdin=subprocess.DEVNULL,
+                            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                            close_fds=False, preexec_fn=child_fds)
+    os.close(r3)
+    os.close(w4)
+    data = sys.stdin.buffer.read()
+    try:
+        while data:
+            data = data[os.write(w3, data):]
+    except BrokenPipeError:
+        pass
+    os.close(w3)
+    with os.fdopen(r4, "rb") as r:
+        for line in r:
+            print(line.decode().rstrip("\n"))
+    print(f"exit {proc.wait(timeout=20)}")
     return 0
 
 
@@ -186,7 +223,7 @@ def main():
         print(__doc__)
         return 2
     cmd, args = sys.argv[1], sys.argv[2:]
-    return {"check": cmd_check, "exec": cmd_exec, "bench": cmd_bench}[cmd](args)
+    return {"check": cmd_check, "exec": cmd_exec, "raw": cmd_raw, "bench": cmd_bench}[cmd](args)
 
 
 if __name__ == "__main__":
