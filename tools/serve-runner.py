@@ -177,7 +177,7 @@ class Checker:
         except (ValueError, UnicodeError, RecursionError, MemoryError, OverflowError) as e:
             # Null bytes, lone surrogates, nesting too deep for the parser:
             # Python would not compile it either.
-            return [("ast_scan", 1, f"SyntaxError: {e} (line 1)")]
+            return [("ast_scan", 1, f"SyntaxError: {e or type(e).__name__} (line 1)")]
 
         imports, calls, attrs, names, subscripts, strings, fstrings, percents = \
             [], [], [], [], [], [], [], []
@@ -222,7 +222,7 @@ class Checker:
                         percents.append(node)
                 push(iter_child_nodes(node))
         except RecursionError as e:
-            return [("ast_scan", 1, f"SyntaxError: {e} (line 1)")]
+            return [("ast_scan", 1, f"SyntaxError: {e or type(e).__name__} (line 1)")]
         return self._judge(imports, calls, attrs, names, subscripts, strings, fstrings, percents)
 
     # -- the rules ------------------------------------------------------------
@@ -511,8 +511,8 @@ class LineReader:
 
 
 def send(obj):
-    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
-        "utf-8", "surrogatepass")
+    # ASCII JSON: valid UTF-8 whatever a message quotes.
+    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
     while data:
         n = os.write(FD_OUT, data)
         data = data[n:]
