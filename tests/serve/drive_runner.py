@@ -12,6 +12,11 @@
   drive_runner.py raw check|exec < BYTES
       Sends BYTES as they are on fd 3 (then EOF); prints each line the
       runner wrote on fd 4, then "exit N".
+  drive_runner.py api URL [--token T] < TABLE
+      The same table through a running sbx-serve: each case is POSTed to
+      URL/execute; a case with violations wants 400 and exactly
+      {"error": "Code validation failed", "violations": [...]}, a case
+      without wants 200.
   drive_runner.py bench [--profile P] N < CODE
       Checks CODE N times through one validator; prints the p50 and p99 of
       one request's round trip and the runner's own scan time, in µs.
@@ -158,6 +163,40 @@ def cmd_exec(args):
     return 0
 
 
+def cmd_api(args):
+    import urllib.error
+    import urllib.request
+    url = args[0].rstrip("/") + "/execute"
+    headers = {"Content-Type": "application/json"}
+    if "--token" in args:
+        headers["Authorization"] = "Bearer " + args[args.index("--token") + 1]
+    bad = 0
+    cases = parse_table(sys.stdin.read())
+    for code, want in cases:
+        want = [w.split(": ", 1)[1] if w.split(": ", 1)[0] in ("ast_scan", "blocklist_audit") else w
+                for w in want]
+        req = urllib.request.Request(url, json.dumps({"code": code}).encode(), headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                status, body = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, body = e.code, e.read()
+        try:
+            got = json.loads(body)
+        except ValueError:
+            got = body.decode("utf-8", "replace")
+        expect = {"error": "Code validation failed", "violations": want} if want else None
+        if want and (status != 400 or got != expect):
+            bad += 1
+            print(f"MISMATCH for code {code!r}\n  want 400 {json.dumps(expect)}\n  got  {status} {json.dumps(got)}")
+        elif not want and (status != 200 or not isinstance(got, dict)
+                           or sorted(got) != ["exit_code", "stderr", "stdout", "timed_out"]):
+            bad += 1
+            print(f"MISMATCH for code {code!r}\n  want 200 and a result\n  got  {status} {json.dumps(got)}")
+    print(f"{len(cases)} cases, {bad} mismatches")
+    return 1 if bad else 0
+
+
 def cmd_raw(args):
     mode = args[0]
     r3, w3 = os.pipe()
@@ -223,7 +262,8 @@ def main():
         print(__doc__)
         return 2
     cmd, args = sys.argv[1], sys.argv[2:]
-    return {"check": cmd_check, "exec": cmd_exec, "raw": cmd_raw, "bench": cmd_bench}[cmd](args)
+    return {"check": cmd_check, "exec": cmd_exec, "raw": cmd_raw, "api": cmd_api,
+            "bench": cmd_bench}[cmd](args)
 
 
 if __name__ == "__main__":
