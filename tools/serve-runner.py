@@ -152,6 +152,22 @@ MSG_TRAVERSAL = "string literal contains path traversal sequence ('../')"
 
 STAGES = ("ast_scan", "blocklist_audit")
 
+# For each node class, the fields that may hold nodes: the walk skips
+# names, numbers, contexts and operators (they hold nothing to check).
+_LEAF_FIELDS = frozenset(("ctx", "op", "id", "attr", "kind", "type_comment", "conversion",
+                          "is_async", "level", "module", "asname", "name", "names", "arg"))
+
+
+def _child_fields():
+    table = {}
+    for cls in vars(ast).values():
+        if isinstance(cls, type) and issubclass(cls, ast.AST):
+            table[cls] = tuple(f for f in cls._fields if f not in _LEAF_FIELDS)
+    return table
+
+
+CHILD_FIELDS = _child_fields()
+
 
 class Checker:
     """The static stages of one profile.  check(code) -> [(stage, line, text)]."""
@@ -187,9 +203,10 @@ class Checker:
         t_import, t_from, t_sub, t_joined, t_binop = \
             ast.Import, ast.ImportFrom, ast.Subscript, ast.JoinedStr, ast.BinOp
         t_mod = ast.Mod
-        iter_child_nodes = ast.iter_child_nodes
+        child_fields = CHILD_FIELDS
+        t_list, t_ast = list, ast.AST
         stack = [tree]
-        pop, push = stack.pop, stack.extend
+        pop, push = stack.pop, stack.append
         # Depth first; the order does not matter (violations are sorted by
         # position at the end), only that every node is seen once.
         try:
@@ -220,7 +237,14 @@ class Checker:
                 elif t is t_binop:
                     if node.op.__class__ is t_mod:
                         percents.append(node)
-                push(iter_child_nodes(node))
+                for f in child_fields[t]:
+                    v = getattr(node, f, None)
+                    if v.__class__ is t_list:
+                        for x in v:
+                            if isinstance(x, t_ast):
+                                push(x)
+                    elif isinstance(v, t_ast):
+                        push(v)
         except RecursionError as e:
             return [("ast_scan", 1, f"SyntaxError: {e or type(e).__name__} (line 1)")]
         return self._judge(imports, calls, attrs, names, subscripts, strings, fstrings, percents)
@@ -477,18 +501,22 @@ class LineReader:
 
     def __init__(self, fd):
         self.fd = fd
-        self.buf = b""
+        self.buf = bytearray()
+        self.scanned = 0                # no newline in buf[:scanned]
 
     def readline(self):
         """The next line without its newline, or None at EOF."""
         while True:
-            i = self.buf.find(b"\n")
+            i = self.buf.find(b"\n", self.scanned)
             if i >= 0:
-                line, self.buf = self.buf[:i], self.buf[i + 1:]
+                line = bytes(self.buf[:i])
+                del self.buf[:i + 1]
+                self.scanned = 0
                 return line
-            if len(self.buf) > MAX_LINE:
+            self.scanned = len(self.buf)
+            if self.scanned > MAX_LINE:
                 raise ProtocolError("line longer than 16 MiB")
-            chunk = os.read(self.fd, 1 << 16)
+            chunk = os.read(self.fd, 1 << 20)
             if not chunk:
                 if self.buf:
                     raise ProtocolError("unterminated line at end of input")
@@ -805,8 +833,8 @@ def main():
             main_exec(reader, allowed, pre, hooks)
     except ProtocolError as e:
         fail(str(e))
-    except OSError as e:
-        fail(f"{type(e).__name__}: {e}")
+    except Exception as e:          # noqa: BLE001: a bug here must not hang sbx-serve
+        fail(f"runner failed: {type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":
