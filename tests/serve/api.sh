@@ -491,7 +491,7 @@ test_concurrency_beyond_the_cap_is_refused_with_retry_after() {
     serve_start cap --profile minimal --max-concurrent 1 --queue 0 ||
         skip "sbx-serve --max-concurrent 1 --queue 0 did not start: $(tail -c 300 "$SRV/cap.log" | tr '\n' ' ')"
     URL=$(cat "$SRV/cap.url")
-    printf '{"code": "while True: pass", "timeout": 4}' >"$T/long.json"
+    printf '{"code": "while True: pass", "timeout": 8}' >"$T/long.json"
     curl -sS -o "$T/long.body" -w '%{http_code}' -H 'Content-Type: application/json' \
         --data-binary @"$T/long.json" --max-time 60 "$URL/execute" >"$T/long.status" &
     cpid=$!
