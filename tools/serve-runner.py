@@ -175,10 +175,10 @@ class Checker:
     def __init__(self, allowed_imports, blocklist, stages):
         self.allowed = frozenset(allowed_imports)
         self.ast_scan = "ast_scan" in stages
-        self.blocklist = {}                 # "module.attr" -> "module.attr"
+        self.blocklist = frozenset()        # "module.attr"
         self.blocked_attrs = frozenset()    # the attr parts, to filter nodes early
         if "blocklist_audit" in stages:
-            self.blocklist = {f"{m}.{a}": f"{m}.{a}" for m, a in blocklist}
+            self.blocklist = frozenset(f"{m}.{a}" for m, a in blocklist)
             self.blocked_attrs = frozenset(a for _, a in blocklist)
         self.attr_filter = ATTR_RULES.keys() | self.blocked_attrs
 
@@ -207,46 +207,44 @@ class Checker:
         t_list, t_ast = list, ast.AST
         stack = [tree]
         pop, push = stack.pop, stack.append
-        # Depth first; the order does not matter (violations are sorted by
+        # Depth first, without recursion (any nesting the parser accepts is
+        # walked); the order does not matter (violations are sorted by
         # position at the end), only that every node is seen once.
-        try:
-            while stack:
-                node = pop()
-                t = node.__class__
-                if t is t_name:
-                    if node.id in name_rules:
-                        names.append(node)
-                    continue                    # a Name has no children worth walking
-                if t is t_const:
-                    if node.value.__class__ is str:
-                        strings.append(node)
-                    continue
-                if t is t_attr:
-                    if node.attr in attr_filter:
-                        attrs.append(node)
-                elif t is t_call:
-                    calls.append(node)
-                elif t is t_sub:
-                    s = node.slice
-                    if s.__class__ is t_const and s.value.__class__ is str:
-                        subscripts.append(node)
-                elif t is t_import or t is t_from:
-                    imports.append(node)
-                elif t is t_joined:
-                    fstrings.append(node)
-                elif t is t_binop:
-                    if node.op.__class__ is t_mod:
-                        percents.append(node)
-                for f in child_fields[t]:
-                    v = getattr(node, f, None)
-                    if v.__class__ is t_list:
-                        for x in v:
-                            if isinstance(x, t_ast):
-                                push(x)
-                    elif isinstance(v, t_ast):
-                        push(v)
-        except RecursionError as e:
-            return [("ast_scan", 1, f"SyntaxError: {e or type(e).__name__} (line 1)")]
+        while stack:
+            node = pop()
+            t = node.__class__
+            if t is t_name:
+                if node.id in name_rules:
+                    names.append(node)
+                continue                    # a Name has no children worth walking
+            if t is t_const:
+                if node.value.__class__ is str:
+                    strings.append(node)
+                continue
+            if t is t_attr:
+                if node.attr in attr_filter:
+                    attrs.append(node)
+            elif t is t_call:
+                calls.append(node)
+            elif t is t_sub:
+                s = node.slice
+                if s.__class__ is t_const and s.value.__class__ is str:
+                    subscripts.append(node)
+            elif t is t_import or t is t_from:
+                imports.append(node)
+            elif t is t_joined:
+                fstrings.append(node)
+            elif t is t_binop:
+                if node.op.__class__ is t_mod:
+                    percents.append(node)
+            for f in child_fields[t]:
+                v = getattr(node, f, None)
+                if v.__class__ is t_list:
+                    for x in v:
+                        if isinstance(x, t_ast):
+                            push(x)
+                elif isinstance(v, t_ast):
+                    push(v)
         return self._judge(imports, calls, attrs, names, subscripts, strings, fstrings, percents)
 
     # -- the rules ------------------------------------------------------------
