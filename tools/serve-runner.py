@@ -142,6 +142,10 @@ SECRETS = [
     ("high-entropy hex string", re.compile(r"(?<![A-Za-z0-9_])[0-9a-fA-F]{32,}(?![A-Za-z0-9_])")),
 ]
 SECRET_RULES = [(rx.search, f"string literal matches {name} pattern") for name, rx in SECRETS]
+# The same assignment written as code: `API_KEY = "..."`, `db.password =
+# "..."`, `connect(auth_token="...")` (the value is the string literal).
+RE_SECRET_NAME = re.compile(
+    r"(?i)(?:^|_)(?:api_key|api_secret|token|secret_key|password|passwd|auth_token)$").search
 RE_SQL = re.compile(r"(?i)(?<![A-Za-z0-9_])(?:SELECT|INSERT|UPDATE|DELETE|DROP|ALTER|CREATE|EXEC|UNION)"
                     r"(?![A-Za-z0-9_])").search
 MSG_SQL_FSTRING = "potential SQL injection via f-string containing SQL keywords"
@@ -195,14 +199,15 @@ class Checker:
             # Python would not compile it either.
             return [("ast_scan", 1, f"SyntaxError: {e or type(e).__name__} (line 1)")]
 
-        imports, calls, attrs, names, subscripts, strings, fstrings, percents = \
-            [], [], [], [], [], [], [], []
+        imports, calls, attrs, names, subscripts, strings, fstrings, percents, assigns = \
+            [], [], [], [], [], [], [], [], []
         name_rules = NAME_RULES
         attr_filter = self.attr_filter
         t_name, t_attr, t_call, t_const = ast.Name, ast.Attribute, ast.Call, ast.Constant
         t_import, t_from, t_sub, t_joined, t_binop = \
             ast.Import, ast.ImportFrom, ast.Subscript, ast.JoinedStr, ast.BinOp
         t_mod = ast.Mod
+        t_assign, t_annassign, t_keyword = ast.Assign, ast.AnnAssign, ast.keyword
         child_fields = CHILD_FIELDS
         t_list, t_ast = list, ast.AST
         stack = [tree]
@@ -237,6 +242,10 @@ class Checker:
             elif t is t_binop:
                 if node.op.__class__ is t_mod:
                     percents.append(node)
+            elif t is t_assign or t is t_annassign or t is t_keyword:
+                v = node.value
+                if v.__class__ is t_const and v.value.__class__ is str and len(v.value) >= 16:
+                    assigns.append(node)
             for f in child_fields[t]:
                 v = getattr(node, f, None)
                 if v.__class__ is t_list:
@@ -245,11 +254,13 @@ class Checker:
                             push(x)
                 elif isinstance(v, t_ast):
                     push(v)
-        return self._judge(imports, calls, attrs, names, subscripts, strings, fstrings, percents)
+        return self._judge(imports, calls, attrs, names, subscripts, strings, fstrings, percents,
+                           assigns)
 
     # -- the rules ------------------------------------------------------------
 
-    def _judge(self, imports, calls, attrs, names, subscripts, strings, fstrings, percents):
+    def _judge(self, imports, calls, attrs, names, subscripts, strings, fstrings, percents,
+               assigns):
         out = []                        # (line, col, -end_line, -end_col, rank, stage, text)
         add = out.append
         scan = self.ast_scan
@@ -364,6 +375,18 @@ class Checker:
             if r:
                 add(_v(node, r[0], "ast_scan", r[1]))
                 consumed.add(id(node.slice))
+        secret_values = set()           # id() of values assigned to a secret's name
+        for node in assigns:
+            c = node.__class__
+            if c is ast.keyword:
+                targets = (node.arg or "",)
+            else:
+                targets = [t.id if t.__class__ is ast.Name else t.attr
+                           for t in (node.targets if c is ast.Assign else (node.target,))
+                           if t.__class__ is ast.Name or t.__class__ is ast.Attribute]
+            if any(RE_SECRET_NAME(n) for n in targets):
+                secret_values.add(id(node.value))
+        aws, generic = SECRET_RULES[0], SECRET_RULES[1]
         for node in strings:
             s = node.value
             if s in STRING_EQ_RULES and id(node) not in consumed:
@@ -372,10 +395,13 @@ class Checker:
             if "{" in s and RE_FORMAT.search(s):
                 add(_v(node, R_FORMAT, "ast_scan", MSG_FORMAT))
             if len(s) >= 16:
-                for search, text in SECRET_RULES:
-                    if search(s):
-                        add(_v(node, R_SECRET, "ast_scan", text))
-                        break
+                if id(node) in secret_values:     # the assignment is the second pattern
+                    add(_v(node, R_SECRET, "ast_scan", aws[1] if aws[0](s) else generic[1]))
+                else:
+                    for search, text in SECRET_RULES:
+                        if search(s):
+                            add(_v(node, R_SECRET, "ast_scan", text))
+                            break
             if "../" in s:
                 add(_v(node, R_TRAVERSAL, "ast_scan", MSG_TRAVERSAL))
         for node in fstrings:

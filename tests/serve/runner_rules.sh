@@ -327,6 +327,18 @@ e = "token = 'short'          "
 Line 1: string literal matches generic secret assignment pattern
 Line 2: string literal matches generic secret assignment pattern
 ----
+API_KEY = "sk-live-0123456789abcdef"
+db.password = "correct horse battery"
+connect(auth_token="0123456789abcdef0123456789abcdef")
+secret_key: str = "AKIAABCDEFGHIJKLMNOP"
+token = "short"
+tokens = "this is a long enough string"
+=>
+Line 1: string literal matches generic secret assignment pattern
+Line 2: string literal matches generic secret assignment pattern
+Line 3: string literal matches generic secret assignment pattern
+Line 4: string literal matches AWS access key ID pattern
+----
 pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIE"
 pem2 = "-----BEGIN PRIVATE KEY-----"
 cert = "-----BEGIN CERTIFICATE-----"
