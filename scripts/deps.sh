@@ -24,6 +24,9 @@ runsc"
 # Installed only when the command is missing: node may come from elsewhere
 # (nodesource's nodejs carries npm and conflicts with Debian's npm).
 CMDS="node:nodejs npm:npm"
+# sbx-serve's data-science profile: numpy, pandas and scipy, which its runner
+# pre-imports; python3-yaml: tests/serve/manifests.sh parses the k8s files.
+PKGS="$PKGS python3-numpy python3-pandas python3-scipy python3-yaml"
 
 missing=""
 for p in $PKGS; do
