@@ -87,21 +87,6 @@ out:
     return line;
 }
 
-/* DEVELOPMENT FALLBACK, to be removed once the loader parses serve:
- * (policy_serve() returns NULL for every policy until then): the values of
- * SERVE.md's `minimal` profile for a policy named minimal. */
-static const char *const builtin_minimal[] = {
-    "collections", "csv", "datetime", "decimal", "fractions", "functools", "itertools",
-    "json", "math", "operator", "random", "re", "statistics", "string", "textwrap", "typing",
-};
-static const struct policy_serve_stage builtin_stage = { "ast_scan", POLICY_STAGE_ENFORCE };
-static const struct policy_serve builtin_serve = {
-    .n_allowed_imports = sizeof builtin_minimal / sizeof builtin_minimal[0],
-    .allowed_imports = builtin_minimal,
-    .n_stages = 1, .stages = &builtin_stage,
-    .runtime_hooks = POLICY_STAGE_ENFORCE,
-};
-
 int serve_profile_load(const struct policy *p, struct serve_profile *pr,
                        char *err, size_t errsz)
 {
@@ -109,8 +94,6 @@ int serve_profile_load(const struct policy *p, struct serve_profile *pr,
     const struct policy_serve *ps = policy_serve(p);
 
     memset(pr, 0, sizeof *pr);
-    if (ps == NULL && pi->name && strcmp(pi->name, "minimal") == 0)
-        ps = &builtin_serve;
     if (ps == NULL) {
         errf(err, errsz, "%s: not a serve profile (it has no serve: section)", pi->file);
         return -1;
