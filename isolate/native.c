@@ -281,7 +281,9 @@ static __attribute__((noreturn)) void init_main(struct plan *pl, int efd, int sf
         die(efd, STAGE_NS, 0, err);
     /* The agent's only resolver: after the mounts (the file it covers must
      * be the one the agent will see), before the agent exists. */
-    if (pl->netns) {
+    /* No stub for an agent that may open no inet socket (sbx-serve's
+     * requests): it has no network, so no names to resolve. */
+    if (pl->netns && !pl->req->no_inet_sockets) {
         int dfd = stub_socket();
         if (dfd < 0)
             die(efd, STAGE_NS, errno, "dns stub: bind " ISO_DNS_STUB_ADDR ":53");
@@ -507,7 +509,7 @@ static int launch(struct plan *pl, struct iso_child *child, char *err, size_t er
     (void)recv_msg(sp[0], child, &dns_fd, &diag_fd, pid, pl->ns);
     if (n == 0 && (!pl->notify || child->notify_fd >= 0)) {
         close(ep[0]);
-        if (pl->netns) {
+        if (pl->netns && !req->no_inet_sockets) {
             /* The agent runs: nothing can fail it now but a resolver we
              * cannot start, which would leave it without names. */
             if (dns_fd < 0 || iso_dns_start(req, dns_fd, err, errsz) < 0) {

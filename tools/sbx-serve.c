@@ -180,6 +180,38 @@ static void copy_file(const char *src, const char *dst, const char *want_sha)
     free(all);
 }
 
+/* A profile that extends another (data-science extends minimal) is given
+ * to the preload as its expansion: one file with every key, so that the
+ * parents are not read again and editing them changes nothing (as
+ * sbx-guard does). */
+static void write_expanded(const struct policy *p, const char *dst)
+{
+    unlink(dst);
+    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+    if (fd < 0)
+        err(1, "%s", dst);
+    FILE *f = fdopen(fd, "w");
+    if (!f)
+        err(1, "%s", dst);
+    if (policy_expand(p, f) < 0 || fclose(f) == EOF) {
+        int e = errno;
+        unlink(dst);
+        errno = e;
+        err(1, "%s", dst);
+    }
+}
+
+/* True if P extends a file (the compiled-in default does not count). */
+static bool profile_is_chained(const struct policy *p)
+{
+    const char *const *files;
+    size_t n = policy_files(p, &files);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(files[i], POLICY_DEFAULT_FILE) != 0)
+            return true;
+    return false;
+}
+
 static int listen_on(const char *addr)
 {
     int fd;
@@ -352,7 +384,10 @@ int main(int argc, char **argv)
     if (sbx_mkdir_p(copy, 0700) < 0)
         err(1, "%s", copy);
     snprintf(copy, sizeof copy, "%s/agents/serve-%ld.yaml", rt, (long)getpid());
-    copy_file(profile_path, copy, policy_info(pol)->sha256);
+    if (profile_is_chained(pol))
+        write_expanded(pol, copy);
+    else
+        copy_file(profile_path, copy, policy_info(pol)->sha256);
     snprintf(image, sizeof image, "%s%s", copy, SBX_POLICY_IMAGE_SUFFIX);
     bool have_image = policy_set_display_path(pol, profile_path) == 0
                       && policy_image_save(pol, image, why, sizeof why) == 0;

@@ -415,9 +415,13 @@ static void execute(struct conn *r, struct answer *a)
     else if (!json_is_string(code))
         json_array_append_new(detail, detail_item("code", "str type expected", "type_error.str"));
     tmo = json_object_get(body, "timeout");
-    if (tmo && !json_is_null(tmo)) {
+    if (tmo) {
         char msg[160];
-        if (!json_is_number(tmo)) {
+        /* Optional means absent: null is a wrong type, as in the reference. */
+        if (json_is_null(tmo)) {
+            json_array_append_new(detail, detail_item("timeout", "none is not an allowed value",
+                                                      "type_error.none.not_allowed"));
+        } else if (!json_is_number(tmo)) {
             json_array_append_new(detail, detail_item("timeout", "value is not a valid float",
                                                       "type_error.float"));
         } else if (!(json_number_value(tmo) > 0)) {

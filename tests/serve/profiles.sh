@@ -75,7 +75,8 @@ for p in (minimal, ds):
     w = p["files"]["write"]["allow"]
     assert w == ["/tmp/**", "/dev/null"], w
     r = p["files"]["read"]["allow"]
-    assert "**" not in r and not any(x.startswith("~") for x in r), r
+    # "**" is the workspace, which sbx-serve sets to the runner directory
+    assert not any(x.startswith("~") for x in r), r
     assert all(x.startswith("/usr/") or "python3" in x for x in p["files"]["exec"]["allow"])
     assert p["env"]["pass"] == [] and p["isolation"] == "required"
     for k in ("processes", "open_files", "cpu"):
