@@ -523,13 +523,12 @@ static bool diag_match(int fd, int family, int proto, const unsigned char *want,
                 continue;
             for (int i = 0; i < (family == AF_INET ? 4 : 16); i++)
                 any = any && a[i] == 0;
-            if (any)
-                found = true;   /* a wildcard (:: takes IPv4 too, unless V6ONLY) */
-            else if (family == want_fam && memcmp(a, want, family == AF_INET ? 4 : 16) == 0)
-                found = true;
-            else if (family == AF_INET6 && want_fam == AF_INET
-                     && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)
-                     && memcmp(a + 12, want, 4) == 0)
+            /* a wildcard (:: takes IPv4 too, unless V6ONLY), the address
+             * itself, or the address as IPv4-mapped */
+            if (any || (family == want_fam && memcmp(a, want, family == AF_INET ? 4 : 16) == 0)
+                || (family == AF_INET6 && want_fam == AF_INET
+                    && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)a)
+                    && memcmp(a + 12, want, 4) == 0))
                 found = true;
         }
     }
@@ -618,7 +617,7 @@ static bool is_stub(const struct sockaddr_storage *ss)
  * (unreadable). */
 static int msg_name_of(pid_t pid, uint64_t msg, uint64_t *addr, socklen_t *len)
 {
-    struct msghdr h;
+    struct msghdr h = { 0 };
 
     if (read_mem(pid, msg, &h, sizeof h) != (ssize_t)sizeof h)
         return -1;
@@ -917,7 +916,7 @@ static int egress_send(int fd, const struct seccomp_notif *n, struct verdict_out
             return -2;
         flags = (int)n->data.args[3];
     } else {
-        struct msghdr h;
+        struct msghdr h = { 0 };
         if (read_direct(pid, o->msg, &h, sizeof h) != (ssize_t)sizeof h)
             return -2;
         if ((len = read_iov(pid, (uint64_t)(uintptr_t)h.msg_iov, h.msg_iovlen, data)) < 0) {

@@ -8,7 +8,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 inc="-I. -Icommon -Ipolicy -Iauditd -Iisolate -Ipreload -Itools"
 pkg=$(pkg-config --cflags yaml-0.1 libpcre2-8 sqlite3 libbsd libmd libseccomp 2>/dev/null)
-defs="-std=c17 -D_GNU_SOURCE -DSBX_PREFIX=\"/usr/local\""
+# (escaped twice: the text is spliced into the sh -c script below)
+defs="-std=c17 -D_GNU_SOURCE -DSBX_PREFIX=\\\"/usr/local\\\""
 # The preload's objects are built with lazylib.h forced in and the paths of
 # the two libraries it opens by name.
 pre="-include preload/lazylib.h -DSBX_LIBPCRE2=\"/lib/libpcre2-8.so.0\" -DSBX_LIBYAML=\"/lib/libyaml-0.so.2\""

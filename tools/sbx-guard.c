@@ -584,7 +584,7 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
         int notice_ms = guard_notice_timeout_ms(g->notice);
         if (notice_ms >= 0 && (wait_ms < 0 || notice_ms < wait_ms))
             wait_ms = notice_ms;
-        if (poll(pf, (nfds_t)(4 + nd), wait_ms) < 0) {
+        if (poll(pf, (nfds_t)4 + (nfds_t)nd, wait_ms) < 0) {
             if (errno == EINTR)
                 continue;
             err(EXIT_GUARD_FAILED, "poll");
