@@ -313,11 +313,14 @@ $(BUILD)/tests/test_serve_text: $(BUILD)/obj/tests/unit/test_serve_text.o $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_text.o $(TEST_LIBS) $(LIBS) $(CMOCKA_LIBS)
 
-# bench_serve talks HTTP with sbx-serve's own client (serve_client.c).
+# bench_serve talks HTTP with sbx-serve's own client (serve_client.c,
+# which reports errors with serve_text.c's serve_errf).
 $(BUILD)/obj/bench/bench_serve.o: ALL_CFLAGS += $(SERVE_CFLAGS)
-$(BUILD)/bench/bench_serve: $(BUILD)/obj/bench/bench_serve.o $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS)
+$(BUILD)/bench/bench_serve: $(BUILD)/obj/bench/bench_serve.o $(BUILD)/obj/tools/serve_client.o \
+                            $(BUILD)/obj/tools/serve_text.o $(TEST_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_client.o $(TEST_LIBS) $(SERVE_LIBS) $(LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_client.o $(BUILD)/obj/tools/serve_text.o \
+	    $(TEST_LIBS) $(SERVE_LIBS) $(LIBS)
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)

@@ -52,7 +52,6 @@
 
 #include <bsd/stdlib.h>
 #include <bsd/string.h>
-#include <sha2.h>
 
 #include "auditfmt.h"
 #include "ctl.h"
@@ -65,6 +64,7 @@
 #include "isolate.h"
 #include "paths.h"
 #include "policy.h"
+#include "policy_copy.h"
 #include "version.h"
 
 #define EXIT_GUARD_FAILED 125   /* CONTRACT.md: sbx-guard itself failed, bad usage too */
@@ -327,77 +327,6 @@ static void remove_copies(const char *copy, const char *image)
     unlink(copy);
     if (image[0])
         unlink(image);
-}
-
-/* Copies SRC to DST (created 0400, exclusively): the preload reads this
- * copy, so edits to the original during the run change nothing.  The copy's
- * hash must equal the loaded policy's, or the file changed under us. */
-static void write_policy_copy(const char *src, const char *dst, const char *want_sha)
-{
-    FILE *in = fopen(src, "rb");
-    if (!in)
-        err(EXIT_GUARD_FAILED, "%s", src);
-    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-    if (fd < 0)
-        err(EXIT_GUARD_FAILED, "%s", dst);
-    char buf[65536];
-    size_t n, total = 0;
-    char *all = NULL;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
-        char *na = realloc(all, total + n);
-        if (!na)
-            errx(EXIT_GUARD_FAILED, "out of memory");
-        all = na;
-        memcpy(all + total, buf, n);
-        total += n;
-    }
-    fclose(in);
-    char sha[65];
-    SHA256Data((const uint8_t *)(all ? all : ""), total, sha);
-    if (strcmp(sha, want_sha) != 0) {
-        unlink(dst);
-        errx(EXIT_GUARD_FAILED, "%s changed while it was being loaded; try again", src);
-    }
-    if (total && write(fd, all, total) != (ssize_t)total) {
-        int e = errno;
-        unlink(dst);
-        errno = e;
-        err(EXIT_GUARD_FAILED, "%s", dst);
-    }
-    free(all);
-    if (close(fd) < 0)
-        err(EXIT_GUARD_FAILED, "%s", dst);
-}
-
-/* A policy made of several files (extends:) is handed to the preload as
- * its expansion (policy_expand): one file with every key, which loads to
- * the same rules without reading the parents again, so that editing them
- * during the run changes nothing, as for a single file. */
-static void write_expanded_copy(const struct policy *p, const char *dst)
-{
-    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-    if (fd < 0)
-        err(EXIT_GUARD_FAILED, "%s", dst);
-    FILE *f = fdopen(fd, "w");
-    if (!f)
-        err(EXIT_GUARD_FAILED, "%s", dst);
-    if (policy_expand(p, f) < 0 || fclose(f) == EOF) {
-        int e = errno;
-        unlink(dst);
-        errno = e;
-        err(EXIT_GUARD_FAILED, "%s", dst);
-    }
-}
-
-/* True if P extends a file (the compiled-in default does not count). */
-static bool policy_is_chained(const struct policy *p)
-{
-    const char *const *files;
-    size_t n = policy_files(p, &files);
-    for (size_t i = 1; i < n; i++)
-        if (strcmp(files[i], POLICY_DEFAULT_FILE) != 0)
-            return true;
-    return false;
 }
 
 /* ---- supervision ----------------------------------------------------------- */
@@ -781,10 +710,9 @@ static void write_copies(struct run *r, struct guard *g)
     if (sbx_mkdir_p(agents_dir, 0700) < 0)
         err(EXIT_GUARD_FAILED, "%s", agents_dir);
     snprintf(r->copy, sizeof r->copy, "%s/%s.yaml", agents_dir, r->run_id);
-    if (policy_is_chained(r->pol))
-        write_expanded_copy(r->pol, r->copy);
-    else
-        write_policy_copy(r->policy_path, r->copy, r->info->sha256);
+    char why[PATH_MAX + 128];
+    if (policy_copy_write(r->pol, r->policy_path, r->copy, why, sizeof why) < 0)
+        errx(EXIT_GUARD_FAILED, "%s", why);
     g->req.policy_copy = r->copy;
     resolve_loose(r->policy_path, r->origin, sizeof r->origin);
     snprintf(r->image, sizeof r->image, "%s%s", r->copy, SBX_POLICY_IMAGE_SUFFIX);

@@ -41,11 +41,11 @@
 
 #include <bsd/stdlib.h>
 #include <bsd/string.h>
-#include <sha2.h>
 
 #include "isolate.h"
 #include "paths.h"
 #include "policy.h"
+#include "policy_copy.h"
 #include "serve_client.h"
 #include "serve_http.h"
 #include "serve_pool.h"
@@ -149,67 +149,6 @@ static void find_profile(const char *arg, char *out, size_t outsz)
     if (realpath(c, out) && access(out, R_OK) == 0)
         return;
     errx(1, "--profile %s: no such profile (policies/serve/%s.yaml)", arg, arg);
-}
-
-static void copy_file(const char *src, const char *dst, const char *want_sha)
-{
-    FILE *in = fopen(src, "rb");
-    char *all = NULL;
-    size_t total = 0, n;
-    char buf[65536], sha[65];
-    int fd;
-
-    if (!in)
-        err(1, "%s", src);
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
-        char *na = realloc(all, total + n);
-        if (!na)
-            errx(1, "out of memory");
-        all = na;
-        memcpy(all + total, buf, n);
-        total += n;
-    }
-    fclose(in);
-    SHA256Data((const uint8_t *)(all ? all : ""), total, sha);
-    if (strcmp(sha, want_sha) != 0)
-        errx(1, "%s changed while it was being loaded; try again", src);
-    unlink(dst);
-    fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-    if (fd < 0 || (total && write(fd, all, total) != (ssize_t)total) || close(fd) < 0)
-        err(1, "%s", dst);
-    free(all);
-}
-
-/* A profile that extends another (data-science extends minimal) is given
- * to the preload as its expansion: one file with every key, so that the
- * parents are not read again and editing them changes nothing (as
- * sbx-guard does). */
-static void write_expanded(const struct policy *p, const char *dst)
-{
-    unlink(dst);
-    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-    if (fd < 0)
-        err(1, "%s", dst);
-    FILE *f = fdopen(fd, "w");
-    if (!f)
-        err(1, "%s", dst);
-    if (policy_expand(p, f) < 0 || fclose(f) == EOF) {
-        int e = errno;
-        unlink(dst);
-        errno = e;
-        err(1, "%s", dst);
-    }
-}
-
-/* True if P extends a file (the compiled-in default does not count). */
-static bool profile_is_chained(const struct policy *p)
-{
-    const char *const *files;
-    size_t n = policy_files(p, &files);
-    for (size_t i = 1; i < n; i++)
-        if (strcmp(files[i], POLICY_DEFAULT_FILE) != 0)
-            return true;
-    return false;
 }
 
 static int listen_on(const char *addr)
@@ -384,10 +323,9 @@ int main(int argc, char **argv)
     if (sbx_mkdir_p(copy, 0700) < 0)
         err(1, "%s", copy);
     snprintf(copy, sizeof copy, "%s/agents/serve-%ld.yaml", rt, (long)getpid());
-    if (profile_is_chained(pol))
-        write_expanded(pol, copy);
-    else
-        copy_file(profile_path, copy, policy_info(pol)->sha256);
+    unlink(copy);       /* a copy left by a killed service of the same pid */
+    if (policy_copy_write(pol, profile_path, copy, why, sizeof why) < 0)
+        errx(1, "%s", why);
     snprintf(image, sizeof image, "%s%s", copy, SBX_POLICY_IMAGE_SUFFIX);
     bool have_image = policy_set_display_path(pol, profile_path) == 0
                       && policy_image_save(pol, image, why, sizeof why) == 0;

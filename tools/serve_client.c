@@ -2,6 +2,7 @@
  * serve_client.c — the HTTP client and --verify (serve_client.h).
  */
 #include "serve_client.h"
+#include "serve_text.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -19,17 +20,6 @@
 
 #include <bsd/string.h>
 #include <jansson.h>
-
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-}
 
 static long now_ms(void)
 {
@@ -49,13 +39,13 @@ static int dial(const char *url, char *hosthdr, size_t hsz, char *prefix, size_t
     if (strncmp(url, "unix:", 5) == 0) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlcpy(sa.sun_path, url + 5, sizeof sa.sun_path) >= sizeof sa.sun_path) {
-            errf(err, errsz, "%s: path too long", url);
+            serve_errf(err, errsz, "%s: path too long", url);
             return -1;
         }
         strlcpy(hosthdr, "localhost", hsz);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-            errf(err, errsz, "%s: %s", url, strerror(errno));
+            serve_errf(err, errsz, "%s: %s", url, strerror(errno));
             if (fd >= 0)
                 close(fd);
             return -1;
@@ -63,14 +53,14 @@ static int dial(const char *url, char *hosthdr, size_t hsz, char *prefix, size_t
         return fd;
     }
     if (strncmp(url, "http://", 7) != 0) {
-        errf(err, errsz, "%s: http://HOST[:PORT] or unix:/PATH", url);
+        serve_errf(err, errsz, "%s: http://HOST[:PORT] or unix:/PATH", url);
         return -1;
     }
     char host[256], port[16] = "80";
     const char *h = url + 7, *slash = strchr(h, '/');
     size_t hl = slash ? (size_t)(slash - h) : strlen(h);
     if (hl == 0 || hl >= sizeof host) {
-        errf(err, errsz, "%s: bad host", url);
+        serve_errf(err, errsz, "%s: bad host", url);
         return -1;
     }
     memcpy(host, h, hl);
@@ -93,7 +83,7 @@ static int dial(const char *url, char *hosthdr, size_t hsz, char *prefix, size_t
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai, *p;
     int rc = getaddrinfo(host, port, &hints, &ai);
     if (rc != 0) {
-        errf(err, errsz, "%s: %s", host, gai_strerror(rc));
+        serve_errf(err, errsz, "%s: %s", host, gai_strerror(rc));
         return -1;
     }
     fd = -1;
@@ -106,7 +96,7 @@ static int dial(const char *url, char *hosthdr, size_t hsz, char *prefix, size_t
         fd = -1;
     }
     if (fd < 0)
-        errf(err, errsz, "connect to %s:%s: %s", host, port, strerror(errno));
+        serve_errf(err, errsz, "connect to %s:%s: %s", host, port, strerror(errno));
     freeaddrinfo(ai);
     return fd;
 }
@@ -159,27 +149,27 @@ int serve_client_request(const char *url, const char *method, const char *path,
     if (hl < 0 || (size_t)hl >= sizeof head
         || send(fd, head, (size_t)hl, MSG_NOSIGNAL) != hl
         || (blen && send(fd, body, blen, MSG_NOSIGNAL) != (ssize_t)blen)) {
-        errf(err, errsz, "send: %s", strerror(errno));
+        serve_errf(err, errsz, "send: %s", strerror(errno));
         goto out;
     }
     for (;;) {
         long left = deadline - now_ms();
         struct pollfd pf = { fd, POLLIN, 0 };
         if (left <= 0) {
-            errf(err, errsz, "no complete answer within %d ms", timeout_ms);
+            serve_errf(err, errsz, "no complete answer within %d ms", timeout_ms);
             goto out;
         }
         if (poll(&pf, 1, (int)left) <= 0)
             continue;
         if (cap - len < 65536) {
             if (cap >= SERVE_CLIENT_MAX) {
-                errf(err, errsz, "the answer is longer than %u bytes", SERVE_CLIENT_MAX);
+                serve_errf(err, errsz, "the answer is longer than %u bytes", SERVE_CLIENT_MAX);
                 goto out;
             }
             cap = cap ? cap * 2 : 131072;
             char *nb = realloc(buf, cap + 1);
             if (nb == NULL) {
-                errf(err, errsz, "out of memory");
+                serve_errf(err, errsz, "out of memory");
                 goto out;
             }
             buf = nb;
@@ -188,7 +178,7 @@ int serve_client_request(const char *url, const char *method, const char *path,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            errf(err, errsz, "recv: %s", strerror(errno));
+            serve_errf(err, errsz, "recv: %s", strerror(errno));
             goto out;
         }
         if (n == 0)
@@ -196,13 +186,13 @@ int serve_client_request(const char *url, const char *method, const char *path,
         len += (size_t)n;
     }
     if (buf == NULL) {
-        errf(err, errsz, "the connection closed without an answer");
+        serve_errf(err, errsz, "the connection closed without an answer");
         goto out;
     }
     buf[len] = '\0';
     char *eoh = strstr(buf, "\r\n\r\n");
     if (strncmp(buf, "HTTP/1.", 7) != 0 || eoh == NULL || sscanf(buf + 8, " %d", status) != 1) {
-        errf(err, errsz, "not an HTTP answer: %.80s", buf);
+        serve_errf(err, errsz, "not an HTTP answer: %.80s", buf);
         goto out;
     }
     *eoh = '\0';

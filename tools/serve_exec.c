@@ -19,30 +19,12 @@
 #include <bsd/string.h>
 
 #include "ctl.h"
+#include "serve_text.h"
 
 /* After the kill, how long the sandbox may take to go (its pipes to end).
  * The kernel tears a pid namespace down in milliseconds; this bounds a
  * request even if it does not. */
 #define KILL_GRACE_MS 5000
-
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Reads what is there; keeps up to the cap, drops the rest. */
 static void drain(int fd, struct serve_stream *s)
@@ -98,7 +80,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
                    const struct iso_request *sup, struct serve_result *res,
                    char *err, size_t errsz)
 {
-    double start = now_s(), deadline = start + timeout_s, hard_end = 0;
+    double start = serve_now_s(), deadline = start + timeout_s, hard_end = 0;
     bool have_status = false, status_gone = box->status < 0;
     int wstatus = 0;
     size_t off = 0;
@@ -117,7 +99,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            errf(err, errsz, "hand the code to the sandbox: %s", strerror(errno));
+            serve_errf(err, errsz, "hand the code to the sandbox: %s", strerror(errno));
             return -1;
         }
         off += (size_t)n;
@@ -128,7 +110,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
     while (!(res->out.eof && res->err.eof && (have_status || status_gone))) {
         struct pollfd pf[5];
         int n = 0, i_out = -1, i_err = -1, i_st = -1, i_ctl = -1;
-        double now = now_s();
+        double now = serve_now_s();
         int wait_ms;
 
         if (!res->timed_out && !res->killed && now >= deadline) {
@@ -138,7 +120,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
         if ((res->timed_out || res->killed) && hard_end == 0)
             hard_end = now + KILL_GRACE_MS / 1000.0;
         if (hard_end && now >= hard_end) {
-            errf(err, errsz, "the sandbox did not end %d ms after its kill", KILL_GRACE_MS);
+            serve_errf(err, errsz, "the sandbox did not end %d ms after its kill", KILL_GRACE_MS);
             return -1;
         }
         if (!res->out.eof) { i_out = n; pf[n++] = (struct pollfd){ box->out, POLLIN, 0 }; }
@@ -153,7 +135,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
             wait_ms = 1;
         int r = poll(pf, (nfds_t)n, wait_ms);
         if (r < 0 && errno != EINTR) {
-            errf(err, errsz, "poll: %s", strerror(errno));
+            serve_errf(err, errsz, "poll: %s", strerror(errno));
             return -1;
         }
         if (r <= 0)
@@ -177,7 +159,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
         if (box->ctl >= 0 && sbx_ctl_cmd_pending(box->ctl))
             on_ctl(box, res);
     }
-    res->ms = (now_s() - start) * 1000.0;
+    res->ms = (serve_now_s() - start) * 1000.0;
     bool own = have_status && !res->timed_out && !res->killed;
     if (own && WIFEXITED(wstatus))
         res->exit_code = WEXITSTATUS(wstatus);

@@ -31,6 +31,7 @@
 #include "serve_exec.h"
 #include "serve_metrics.h"
 #include "serve_pool.h"
+#include "serve_text.h"
 
 /* How long a request may wait in the queue for a slot, and for a sandbox
  * to become ready, before it is answered 503. */
@@ -180,14 +181,6 @@ struct answer {
     bool www_auth;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void new_rid(char *out, size_t outsz)
 {
     unsigned char r[8] = { 0 };
@@ -225,7 +218,7 @@ static void access_log(const char *method, const char *url, const struct conn *r
     gmtime_r(&t, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     int n = snprintf(line, sizeof line, "sbx-serve: %s %s %s %.200s %u %zu %.3fms\n", when,
-                     r->rid, method, url, status, bytes, (now_s() - r->start) * 1000.0);
+                     r->rid, method, url, status, bytes, (serve_now_s() - r->start) * 1000.0);
     if (n > 0)
         (void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
@@ -251,7 +244,7 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, struct conn *r, con
     rc = MHD_queue_response(c, a->status, resp);
     MHD_destroy_response(resp);
     serve_metrics_request(a->status, strcmp(url, "/execute") == 0 && strcmp(method, "POST") == 0
-                                     ? now_s() - r->start : -1);
+                                     ? serve_now_s() - r->start : -1);
     access_log(method, url, r, a->status, len);
     return rc;
 }
@@ -531,7 +524,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (r == NULL) {
         if ((r = calloc(1, sizeof *r)) == NULL)
             return MHD_NO;
-        r->start = now_s();
+        r->start = serve_now_s();
         new_rid(r->rid, sizeof r->rid);
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");

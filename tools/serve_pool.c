@@ -25,17 +25,6 @@
 #define MAX_POOL 64
 #define MAX_CHECK 8
 
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-}
-
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t changed;     /* a box became ready, or one was taken */
@@ -60,6 +49,7 @@ static size_t n_checkers;
 static unsigned long check_rr;
 
 #include "serve_sup.h"
+#include "serve_text.h"
 
 /* Kills BOX, writes its exit row (after the supervisor let go of it: the
  * row comes last), closes it. */
@@ -91,7 +81,7 @@ static struct serve_box *new_box(enum serve_kind kind, char *err, size_t errsz)
     struct serve_box *b = malloc(sizeof *b);
 
     if (b == NULL) {
-        errf(err, errsz, "out of memory");
+        serve_errf(err, errsz, "out of memory");
         return NULL;
     }
     if (serve_spawn_get(pool.spawner, kind, b, err, errsz) < 0) {
@@ -316,7 +306,7 @@ int serve_pool_start(int spawner, size_t target, size_t ncheck, char *err, size_
         return -1;
     pool.idle[pool.n_idle++] = b;
     if (pthread_create(&pool.thread, NULL, pool_main, NULL) != 0) {
-        errf(err, errsz, "cannot start the pool's thread");
+        serve_errf(err, errsz, "cannot start the pool's thread");
         return -1;
     }
     pool.started = true;
@@ -343,7 +333,7 @@ struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz)
         b = pool.idle[--pool.n_idle];
         pthread_cond_broadcast(&pool.changed);
     } else {
-        errf(err, errsz, "no sandbox became ready within %d ms%s%s", timeout_ms,
+        serve_errf(err, errsz, "no sandbox became ready within %d ms%s%s", timeout_ms,
              pool.last_err[0] ? ": " : "", pool.last_err);
     }
     pthread_mutex_unlock(&pool.lock);
@@ -389,25 +379,25 @@ static int check_once(const char *code, json_t **violations, char *vname, size_t
     req = json_pack("{s:I, s:s}", "id", (json_int_t)id, "code", code);
     text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     if (text == NULL) {
-        errf(err, errsz, "out of memory");
+        serve_errf(err, errsz, "out of memory");
         goto out;
     }
     size_t len = strlen(text);
     text[len] = '\n';       /* json_dumps leaves room: replaced NUL */
     if (write(c->box.req, text, len + 1) != (ssize_t)(len + 1)) {
-        errf(err, errsz, "the validator is gone: %s", strerror(errno));
+        serve_errf(err, errsz, "the validator is gone: %s", strerror(errno));
         goto dead;
     }
     int r = serve_box_readline(&c->box, 10000, &line);
     if (r <= 0) {
-        errf(err, errsz, "the validator %s", r == 0 ? "ended" : "did not answer");
+        serve_errf(err, errsz, "the validator %s", r == 0 ? "ended" : "did not answer");
         goto dead;
     }
     rep = json_loads(line, 0, NULL);
     serve_box_consume(&c->box);
     json_t *v = rep ? json_object_get(rep, "violations") : NULL;
     if (!json_is_array(v) || json_integer_value(json_object_get(rep, "id")) != (json_int_t)id) {
-        errf(err, errsz, "the validator answered nonsense");
+        serve_errf(err, errsz, "the validator answered nonsense");
         goto dead;
     }
     *violations = json_incref(v);

@@ -3,6 +3,7 @@
  * uses it (serve_profile.h).
  */
 #include "serve_profile.h"
+#include "serve_text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,17 +13,6 @@
 
 #include <bsd/string.h>
 #include <jansson.h>
-
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-}
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -95,7 +85,7 @@ int serve_profile_load(const struct policy *p, struct serve_profile *pr,
 
     memset(pr, 0, sizeof *pr);
     if (ps == NULL) {
-        errf(err, errsz, "%s: not a serve profile (it has no serve: section)", pi->file);
+        serve_errf(err, errsz, "%s: not a serve profile (it has no serve: section)", pi->file);
         return -1;
     }
     pr->name = strdup(pi->name ? pi->name : "");
@@ -116,7 +106,7 @@ int serve_profile_load(const struct policy *p, struct serve_profile *pr,
             goto nomem;
     qsort(pr->allowed, pr->n_allowed, sizeof *pr->allowed, cmp_str);
     if (ps->n_stages > sizeof pr->stages / sizeof pr->stages[0]) {
-        errf(err, errsz, "%s: more than %zu stages", pi->file,
+        serve_errf(err, errsz, "%s: more than %zu stages", pi->file,
              sizeof pr->stages / sizeof pr->stages[0]);
         goto fail;
     }
@@ -134,7 +124,7 @@ int serve_profile_load(const struct policy *p, struct serve_profile *pr,
         goto nomem;
     return 0;
 nomem:
-    errf(err, errsz, "out of memory");
+    serve_errf(err, errsz, "out of memory");
 fail:
     serve_profile_free(pr);
     return -1;

@@ -38,6 +38,7 @@
 #include "guard_env.h"
 #include "paths.h"
 #include "serve_sup.h"
+#include "serve_text.h"
 
 #define NFDS 8                  /* out, err, req, rep, notify, status, pidfd, ctl */
 
@@ -52,17 +53,6 @@ struct spawn_reply {            /* spawner -> server, with the fds */
     char id[24], name[40], run_id[64], layers[256];
     char err[512];
 };
-
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-}
 
 static void new_id(char *out, size_t outsz)
 {
@@ -185,25 +175,25 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
             .layers = iso_mode_name(cfg->mode), .guard_pid = getpid(),
         };
         if ((ctl = sbx_ctl_open(true, why, sizeof why)) < 0) {
-            errf(rep.err, sizeof rep.err, "cannot reach sbx-auditd: %s", why);
+            serve_errf(rep.err, sizeof rep.err, "cannot reach sbx-auditd: %s", why);
             goto fail;
         }
         if (sbx_ctl_register(ctl, &reg, rep.run_id, sizeof rep.run_id, token, sizeof token,
                              why, sizeof why) < 0) {
-            errf(rep.err, sizeof rep.err, "cannot register agent '%s': %s", rep.name, why);
+            serve_errf(rep.err, sizeof rep.err, "cannot register agent '%s': %s", rep.name, why);
             goto fail;
         }
     }
     env = sandbox_env(cfg, rep.name, rep.run_id, token);
     explicit_bzero(token, sizeof token);
     if (env == NULL) {
-        errf(rep.err, sizeof rep.err, "out of memory");
+        serve_errf(rep.err, sizeof rep.err, "out of memory");
         goto fail;
     }
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(reqp, O_CLOEXEC) < 0
         || pipe2(repp, O_CLOEXEC) < 0
         || (mine[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-        errf(rep.err, sizeof rep.err, "pipe: %s", strerror(errno));
+        serve_errf(rep.err, sizeof rep.err, "pipe: %s", strerror(errno));
         goto fail;
     }
     mine[1] = out[1];
@@ -221,7 +211,7 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
             .child_fds = mine, .n_child_fds = 5, .no_inet_sockets = true,
         };
         if (iso_spawn(&req, &child, why, sizeof why) < 0) {
-            errf(rep.err, sizeof rep.err, "cannot start the sandbox: %s", why);
+            serve_errf(rep.err, sizeof rep.err, "cannot start the sandbox: %s", why);
             goto fail;
         }
     }
@@ -233,14 +223,14 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     fds[5] = child.status_fd;
     fds[6] = (int)syscall(SYS_pidfd_open, child.pid, 0);
     if (fds[6] < 0) {
-        errf(rep.err, sizeof rep.err, "pidfd_open: %s", strerror(errno));
+        serve_errf(rep.err, sizeof rep.err, "pidfd_open: %s", strerror(errno));
         kill(child.pid, SIGKILL);
         goto fail;
     }
     /* The configuration waits in the pipe until the runner reads it. */
     size_t len = strlen(cfg->config_line);
     if (write(reqp[1], cfg->config_line, len) != (ssize_t)len) {
-        errf(rep.err, sizeof rep.err, "write the runner's configuration: %s", strerror(errno));
+        serve_errf(rep.err, sizeof rep.err, "write the runner's configuration: %s", strerror(errno));
         kill(child.pid, SIGKILL);
         goto fail;
     }
@@ -318,13 +308,13 @@ int serve_spawner_start(const struct serve_spawn_cfg *cfg, int *sock, pid_t *pid
     int sp[2];
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-        errf(err, errsz, "socketpair: %s", strerror(errno));
+        serve_errf(err, errsz, "socketpair: %s", strerror(errno));
         return -1;
     }
     fflush(NULL);
     *pid = fork();
     if (*pid < 0) {
-        errf(err, errsz, "fork: %s", strerror(errno));
+        serve_errf(err, errsz, "fork: %s", strerror(errno));
         close(sp[0]);
         close(sp[1]);
         return -1;
@@ -360,7 +350,7 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     pthread_mutex_lock(&spawn_lock);
     if (send(sock, &m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m) {
         pthread_mutex_unlock(&spawn_lock);
-        errf(err, errsz, "the spawner is gone: %s", strerror(errno));
+        serve_errf(err, errsz, "the spawner is gone: %s", strerror(errno));
         return -1;
     }
     do
@@ -368,7 +358,7 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     while (n < 0 && errno == EINTR);
     pthread_mutex_unlock(&spawn_lock);
     if (n != (ssize_t)sizeof rep) {
-        errf(err, errsz, "the spawner is gone");
+        serve_errf(err, errsz, "the spawner is gone");
         return -1;
     }
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -381,7 +371,7 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     if (!rep.ok) {
         for (size_t i = 0; i < ngot; i++)
             close(got[i]);
-        errf(err, errsz, "%s", rep.err);
+        serve_errf(err, errsz, "%s", rep.err);
         return -1;
     }
     for (size_t i = 0, k = 0; i < NFDS; i++)
@@ -404,7 +394,7 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     strlcpy(box->layers, rep.layers, sizeof box->layers);
     if (box->out < 0 || box->err < 0 || box->req < 0 || box->rep < 0 || box->pidfd < 0
         || serve_sup_add(box) < 0) {
-        errf(err, errsz, "the spawner sent an incomplete sandbox");
+        serve_errf(err, errsz, "the spawner sent an incomplete sandbox");
         serve_box_close(box);
         return -1;
     }
@@ -480,7 +470,7 @@ int serve_box_wait_ready(struct serve_box *box, int timeout_ms, char *err, size_
     int r = serve_box_readline(box, timeout_ms, &line);
 
     if (r <= 0) {
-        errf(err, errsz, "the runner did not start: %s",
+        serve_errf(err, errsz, "the runner did not start: %s",
              r == 0 ? "it ended" : strerror(errno));
         return -1;
     }
@@ -488,7 +478,7 @@ int serve_box_wait_ready(struct serve_box *box, int timeout_ms, char *err, size_
     bool ok = json_is_true(json_object_get(o, "ready"));
     if (!ok) {
         const char *e = json_string_value(json_object_get(o, "error"));
-        errf(err, errsz, "the runner did not start: %.400s", e ? e : line);
+        serve_errf(err, errsz, "the runner did not start: %.400s", e ? e : line);
     }
     json_decref(o);
     consume_line(box);

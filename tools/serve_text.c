@@ -1,11 +1,14 @@
 /*
- * serve_text.c — UTF-8 repair and float text (serve_text.h).
+ * serve_text.c — UTF-8 repair, float text, error text and the clock
+ * (serve_text.h).
  */
 #include "serve_text.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <bsd/string.h>
 
@@ -95,4 +98,21 @@ void serve_float_text(double v, char *out, size_t outsz)
     }
     if (strpbrk(out, ".eEni") == NULL)
         strlcat(out, ".0", outsz);
+}
+
+void serve_errf(char *err, size_t errsz, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(err, errsz, fmt, ap);
+    va_end(ap);
+}
+
+double serve_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
