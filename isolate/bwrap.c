@@ -286,7 +286,8 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
         int e;
         close(pfd[0]);
         if (setpgid(0, 0) < 0 || (tty && iso_take_terminal() < 0)
-            || iso_child_basics(rl, nrl, pfd[1], &what) < 0) {
+            || iso_child_basics(rl, nrl, pfd[1], &what) < 0
+            || iso_child_late_rlimits(rl, nrl, &what) < 0) {
             e = errno;
             goto child_fail;
         }

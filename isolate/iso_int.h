@@ -36,11 +36,17 @@ struct iso_rlimit {
 #define ISO_RLIMIT_MAX 6
 /* The rlimits the policy asks for (resource order is stable). */
 size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]);
-/* In the child before exec: applies the rlimits, resets the signal mask and
+/* In the child before exec: applies the rlimits but RLIMIT_AS, resets the signal mask and
  * every disposition (SIGXFSZ ignored), marks fds >= 3 close-on-exec except
  * KEEP_FD.  Async-signal-safe.  0, or -1 with errno (and *WHAT set). */
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what);
+/* In the child, the last step before seccomp and exec: applies RL's
+ * RLIMIT_AS.  Last because the set-up's own address space (a sanitizer's
+ * shadow reserves terabytes) may already exceed it: the guard's load check
+ * (iso_guard_loadable) must map memory before it; after the exec the agent's
+ * fresh image is held to it.  0, or -1 with errno (and *WHAT set). */
+int iso_child_late_rlimits(const struct iso_rlimit *rl, size_t n, const char **what);
 /* In the child after iso_child_basics: makes REQ's child_fds the
  * descriptors 0..n-1 (not close-on-exec), first moving the NKEEP
  * descriptors *KEEP[i] (the set-up's own channels; -1 ignored) out of that

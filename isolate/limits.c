@@ -105,20 +105,38 @@ int iso_child_fds(const struct iso_request *req, int *const keep[], size_t nkeep
     return 0;
 }
 
+/* Applies the rlimits of RL whose resource is (LATE) or is not (!LATE)
+ * RLIMIT_AS. */
+static int apply_rlimits(const struct iso_rlimit *rl, size_t n, bool late,
+                         const char **what)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct rlimit r = { (rlim_t)rl[i].value, (rlim_t)rl[i].value };
+        if ((rl[i].resource == RLIMIT_AS) != late)
+            continue;
+        if (setrlimit(rl[i].resource, &r) < 0) {
+            *what = rl[i].name;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int iso_child_late_rlimits(const struct iso_rlimit *rl, size_t n, const char **what)
+{
+    return apply_rlimits(rl, n, true, what);
+}
+
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what)
 {
     sigset_t all;
     struct sigaction sa;
 
-    /* Soft = hard: the agent may lower a limit but never raise it again. */
-    for (size_t i = 0; i < n; i++) {
-        struct rlimit r = { (rlim_t)rl[i].value, (rlim_t)rl[i].value };
-        if (setrlimit(rl[i].resource, &r) < 0) {
-            *what = rl[i].name;
-            return -1;
-        }
-    }
+    /* Soft = hard: the agent may lower a limit but never raise it again.
+     * RLIMIT_AS waits for iso_child_late_rlimits(). */
+    if (apply_rlimits(rl, n, false, what) < 0)
+        return -1;
 
     /* sbx-guard's handlers and mask must not leak into the agent. */
     memset(&sa, 0, sizeof sa);

@@ -183,6 +183,8 @@ static __attribute__((noreturn)) void agent(const struct plan *pl, int ruleset, 
      * listener nobody reads yet for an open. */
     if (req->preload && iso_guard_loadable(req->preload, &what) < 0)
         die(efd, STAGE_AGENT, errno, what);
+    if (iso_child_late_rlimits(pl->rl, pl->nrl, &what) < 0)
+        die(efd, STAGE_AGENT, errno, what);
     lfd = iso_seccomp_install(&pl->bpf, pl->notify);
     if (lfd < 0)
         die(efd, STAGE_AGENT, errno, "seccomp");

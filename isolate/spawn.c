@@ -81,6 +81,8 @@ static int spawn_plain(const struct iso_request *req, struct iso_child *child,
         /* The guard must load where the agent runs (see guardcheck.c). */
         if (req->preload && iso_guard_loadable(req->preload, &what) < 0)
             child_fail(pfd[1], what, errno);
+        if (iso_child_late_rlimits(rl, nrl, &what) < 0)
+            child_fail(pfd[1], what, errno);
         execve(req->argv[0], req->argv, req->envp);
         child_fail(pfd[1], "exec", errno);
     }

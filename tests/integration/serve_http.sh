@@ -93,11 +93,6 @@ env:
   pass: []
   set: {}
 EOF2
-    # Under ASan the sandbox's set-up runs instrumented code, whose shadow
-    # memory does not fit in an address-space limit.
-    if [ -n "${SBX_SANITIZED:-}" ]; then
-        sed -i '/^  memory:/d' "$T/minimal.yaml"
-    fi
     # Once the loader parses serve: (policy_serve), the profile says it;
     # until then a policy named minimal gets SERVE.md's values.
     cp "$T/minimal.yaml" "$T/probe.yaml"

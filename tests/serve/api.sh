@@ -91,9 +91,16 @@ else
     echo "numpy, pandas or scipy missing (make deps)" >"$SRV/data-science.log"
 fi
 
-# need NAME: URL of that service, or the test is skipped saying why.
+# need NAME: URL of that service.  A service that did not start fails the
+# test (a defect), unless what it needs is not installed here (a skip).
 need() {
-    [ -f "$SRV/$1.url" ] || skip "sbx-serve --profile $1 did not start: $(tail -c 300 "$SRV/$1.log" | tr '\n' ' ')"
+    if [ ! -f "$SRV/$1.url" ]; then
+        if grep -q "missing (make deps)" "$SRV/$1.log" 2>/dev/null; then
+            skip "sbx-serve --profile $1 cannot start here: $(tail -c 300 "$SRV/$1.log" | tr '\n' ' ')"
+        fi
+        echo "FAIL: sbx-serve --profile $1 did not start: $(tail -c 300 "$SRV/$1.log" | tr '\n' ' ')" >&2
+        exit 1
+    fi
     URL=$(cat "$SRV/$1.url")
 }
 
@@ -488,8 +495,10 @@ print(sorted(os.listdir("/tmp")), sorted(os.environ))'
 }
 
 test_concurrency_beyond_the_cap_is_refused_with_retry_after() {
-    serve_start cap --profile minimal --max-concurrent 1 --queue 0 ||
-        skip "sbx-serve --max-concurrent 1 --queue 0 did not start: $(tail -c 300 "$SRV/cap.log" | tr '\n' ' ')"
+    serve_start cap --profile minimal --max-concurrent 1 --queue 0 || {
+        fail "sbx-serve --max-concurrent 1 --queue 0 did not start: $(tail -c 300 "$SRV/cap.log" | tr '\n' ' ')"
+        return 1
+    }
     URL=$(cat "$SRV/cap.url")
     printf '{"code": "while True: pass", "timeout": 8}' >"$T/long.json"
     curl -sS -o "$T/long.body" -w '%{http_code}' -H 'Content-Type: application/json' \
