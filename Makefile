@@ -322,6 +322,11 @@ $(BUILD)/bench/bench_serve: $(BUILD)/obj/bench/bench_serve.o $(BUILD)/obj/tools/
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/obj/tools/serve_client.o $(BUILD)/obj/tools/serve_text.o \
 	    $(TEST_LIBS) $(SERVE_LIBS) $(LIBS)
 
+# fuzz_serve_utf8 tries sbx-serve's text module alone.
+$(BUILD)/fuzz/fuzz_serve_utf8: $(BUILD)/obj/tests/fuzz/fuzz_serve_utf8.o $(BUILD)/obj/tools/serve_text.o
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $< $(SBX_LIBS) $(LIBS)
