@@ -75,6 +75,11 @@ CMOCKA_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null)
 SERVE_PKGS   = libmicrohttpd jansson
 SERVE_CFLAGS = $(shell pkg-config --cflags $(SERVE_PKGS) 2>/dev/null)
 SERVE_LIBS   = $(shell pkg-config --libs $(SERVE_PKGS) 2>/dev/null)
+# The audit exporter (auditd/ocsf.c, auditd/export*.c) speaks RELP (librelp)
+# and JSON (jansson): linked into sbx-audit and sbx-auditd only.
+EXPORT_PKGS   = relp jansson
+EXPORT_CFLAGS = $(shell pkg-config --cflags $(EXPORT_PKGS) 2>/dev/null)
+EXPORT_LIBS   = $(shell pkg-config --libs $(EXPORT_PKGS) 2>/dev/null)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?= -O2 -g
@@ -249,6 +254,9 @@ $(PRELOAD_SO): $(PRELOAD_OBJ)
 	$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined -o $@ $^ $(LDFLAGS) -lpthread -ldl
 
 # ---- programs --------------------------------------------------------------
+
+$(BUILD)/obj/auditd/ocsf.o $(BUILD)/obj/auditd/export%.o: ALL_CFLAGS += $(EXPORT_CFLAGS)
+$(BUILD)/bin/sbx-auditd $(BUILD)/bin/sbx-audit: LIBS += $(EXPORT_LIBS)
 
 $(BUILD)/bin/sbx-auditd: $(BUILD)/obj/auditd/sbx-auditd.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)

@@ -14,13 +14,16 @@ set -eu
 # tools agents call: python3-venv, -setuptools and -wheel (a venv and a
 # local wheel), Debian's cargo (a fresh machine has no ~/.cargo) and
 # golang-go, openssl (a test CA), less and vim on a pseudo-terminal.
+# The audit exporter: librelp-dev (sbx-audit and sbx-auditd speak RELP);
+# its tests start their own rsyslogd with imrelp (rsyslog, rsyslog-relp).
 PKGS="gcc clang make pkg-config libc6-dev
 libyaml-dev libpcre2-dev libsqlite3-dev libbsd-dev libmd-dev libseccomp-dev libcmocka-dev
-libmicrohttpd-dev libjansson-dev
+libmicrohttpd-dev libjansson-dev librelp-dev
 python3 git curl sqlite3 busybox-static bubblewrap procps iproute2 strace
 libclang-rt-14-dev clang-tidy cppcheck
 python3-venv python3-setuptools python3-wheel cargo golang-go openssl less vim
-runsc"
+runsc
+rsyslog rsyslog-relp"
 # Installed only when the command is missing: node may come from elsewhere
 # (nodesource's nodejs carries npm and conflicts with Debian's npm).
 CMDS="node:nodejs npm:npm"

@@ -5,7 +5,10 @@
  *                   [--since DURATION|TIME] [--limit N] [--format table|json|csv]
  *   sbx-audit tail  [same filters]     follows new rows until interrupted
  *   sbx-audit stats [--agent NAME]
- *   sbx-audit verify                   checks the hash chain and the head file
+ *   sbx-audit verify [--against FILE]  checks the hash chain and the head file
+ *                                      (and what a collector received)
+ *   sbx-audit export [--to URL] [--follow] [--batch N] [--name NAME]
+ *                                      ships rows as OCSF events (export.h)
  *   sbx-audit agents                   running and past agents
  *   sbx-audit --help | --version
  *
@@ -32,6 +35,8 @@
 
 #include "auditfmt.h"
 #include "ctl.h"
+#include "export.h"
+#include "ocsf.h"
 #include "ops.h"
 #include "paths.h"
 #include "store.h"
@@ -42,11 +47,12 @@
 
 static const char synopsis[] =
     "usage: sbx-audit query [--agent NAME] [--decision allow|deny] [--op OP]\n"
-    "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv]\n"
+    "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv|ocsf]\n"
     "       sbx-audit tail  [--agent NAME] [--decision allow|deny] [--op OP]\n"
-    "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv]\n"
+    "                       [--since DURATION|TIME] [--limit N] [--format table|json|csv|ocsf]\n"
     "       sbx-audit stats [--agent NAME]\n"
-    "       sbx-audit verify\n"
+    "       sbx-audit verify [--against FILE]\n"
+    "       sbx-audit export [--to URL] [--follow] [--batch N] [--name NAME]\n"
     "       sbx-audit agents\n"
     "       sbx-audit --help | --version\n";
 
@@ -66,7 +72,15 @@ static void __attribute__((noreturn)) help(void)
         "stats   per agent: events, denials by op, top denied targets, first and\n"
         "        last seen; the store's size\n"
         "verify  walk the hash chain and compare the head file; exit 1 naming the\n"
-        "        first bad row\n"
+        "        first bad row.  --against FILE: also compare every row id and hash\n"
+        "        and every chain head a collector received (its output file)\n"
+        "export  send the rows not yet exported to URL, in batches, each followed\n"
+        "        by the chain head; the watermark is kept in the store per --name\n"
+        "        (default: the URL).  URL: relp://HOST:PORT (RFC 5424 over RELP,\n"
+        "        acknowledged), tcp://HOST:PORT (RFC 5424, RFC 6587 octet counting),\n"
+        "        file:PATH or - (OCSF JSON lines).  Default: $SBX_AUDIT_EXPORT, else -.\n"
+        "        --follow keeps sending new rows until interrupted; --batch N rows\n"
+        "        per batch (default 2000)\n"
         "agents  running and past agents: name, run id, start, end, status, killer\n"
         "\n"
         "Options take their value as --opt VALUE or --opt=VALUE.\n"
@@ -82,12 +96,17 @@ static void __attribute__((noreturn)) help(void)
 struct opts {
     struct audit_filter f;
     enum afmt fmt;
+    bool ocsf;                  /* --format ocsf (fmt is then AFMT_JSON) */
     bool have_limit;
+    const char *against;        /* verify --against */
+    const char *to, *name;      /* export */
+    bool follow;
+    size_t batch;
 };
 
 /* What each command takes: query and tail every filter, stats --agent,
  * verify and agents nothing.  ARGV[0] is the command's name. */
-enum { TAKES_NOTHING, TAKES_AGENT, TAKES_FILTERS };
+enum { TAKES_NOTHING, TAKES_AGENT, TAKES_FILTERS, TAKES_VERIFY, TAKES_EXPORT };
 
 static void parse_options(int argc, char **argv, int takes, struct opts *o)
 {
@@ -106,16 +125,31 @@ static void parse_options(int argc, char **argv, int takes, struct opts *o)
         { "format", required_argument, NULL, 'f' },
         { NULL, 0, NULL, 0 },
     };
+    static const struct option verify_opts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "against", required_argument, NULL, 'A' },
+        { NULL, 0, NULL, 0 },
+    };
+    static const struct option export_opts[] = {
+        { "help", no_argument, NULL, 'h' },
+        { "to", required_argument, NULL, 'T' },
+        { "follow", no_argument, NULL, 'F' },
+        { "batch", required_argument, NULL, 'B' },
+        { "name", required_argument, NULL, 'N' },
+        { NULL, 0, NULL, 0 },
+    };
     /* The table cut after what the command takes: help; agent; the rest. */
     struct option longopts[sizeof all / sizeof all[0]];
-    size_t n = takes == TAKES_NOTHING ? 1 : takes == TAKES_AGENT ? 2 : 7;
+    size_t n = takes == TAKES_NOTHING || takes >= TAKES_VERIFY ? 1 : takes == TAKES_AGENT ? 2 : 7;
     memcpy(longopts, all, n * sizeof all[0]);
     longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+    const struct option *table = takes == TAKES_VERIFY ? verify_opts
+                               : takes == TAKES_EXPORT ? export_opts : longopts;
 
     memset(o, 0, sizeof *o);
     const char *e;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", table, NULL)) != -1) {
         switch (c) {
         case 'h':
             help();
@@ -157,8 +191,30 @@ static void parse_options(int argc, char **argv, int takes, struct opts *o)
                 o->fmt = AFMT_JSON;
             else if (strcmp(optarg, "csv") == 0)
                 o->fmt = AFMT_CSV;
-            else {
-                warnx("--format takes table, json or csv, not '%s'", optarg);
+            else if (strcmp(optarg, "ocsf") == 0) {
+                o->fmt = AFMT_JSON;
+                o->ocsf = true;
+            } else {
+                warnx("--format takes table, json, csv or ocsf, not '%s'", optarg);
+                usage();
+            }
+            break;
+        case 'A':
+            o->against = optarg;
+            break;
+        case 'T':
+            o->to = optarg;
+            break;
+        case 'F':
+            o->follow = true;
+            break;
+        case 'N':
+            o->name = optarg;
+            break;
+        case 'B':
+            o->batch = (size_t)strtonum(optarg, 1, 1000000, &e);
+            if (e) {
+                warnx("--batch: '%s' is not a number from 1 to 1000000", optarg);
                 usage();
             }
             break;
@@ -189,8 +245,18 @@ static struct audit_store *open_store(char *path, size_t pathsz)
 
 /* ---- query, tail --------------------------------------------------------- */
 
+/* The host's name, as OCSF's device.hostname. */
+static void host_name(char *out, size_t outsz)
+{
+    if (gethostname(out, outsz) < 0)
+        out[0] = '\0';
+    out[outsz - 1] = '\0';
+}
+
 struct print_ctx {
     enum afmt fmt;
+    bool ocsf;
+    const char *host;
     struct afmt_table t;
     int64_t last_id;
     long n;
@@ -214,7 +280,17 @@ static int measure_cb(const struct audit_row *r, void *arg)
 static int print_cb(const struct audit_row *r, void *arg)
 {
     struct print_ctx *p = arg;
-    afmt_row(p->fmt, &p->t, r);
+    if (p->ocsf) {
+        char *j = audit_ocsf_json(r, p->host);
+        if (!j) {
+            warnx("out of memory");
+            return 1;
+        }
+        puts(j);
+        free(j);
+    } else {
+        afmt_row(p->fmt, &p->t, r);
+    }
     p->last_id = r->id;
     p->n++;
     return ferror(stdout) ? 1 : 0;
@@ -226,7 +302,10 @@ static int cmd_query(int argc, char **argv)
     parse_options(argc, argv, TAKES_FILTERS, &o);
     char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
-    struct print_ctx p = { .fmt = o.fmt, .t = { isatty(1), 5, 2, 6 } };
+    char host[256];
+    host_name(host, sizeof host);
+    struct print_ctx p = { .fmt = o.fmt, .ocsf = o.ocsf, .host = host,
+                           .t = { isatty(1), 5, 2, 6 } };
     int rc = EXIT_FAILED;
     /* One snapshot: the widths pass and the print pass see the same rows. */
     if (audit_store_read_begin(st, err, sizeof err) < 0)
@@ -263,7 +342,10 @@ static int cmd_tail(int argc, char **argv)
         o.f.limit = 10;
     char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
-    struct print_ctx p = { .fmt = o.fmt, .t = { isatty(1), 12, 12, 40 } };
+    char host[256];
+    host_name(host, sizeof host);
+    struct print_ctx p = { .fmt = o.fmt, .ocsf = o.ocsf, .host = host,
+                           .t = { isatty(1), 12, 12, 40 } };
     int rc = EXIT_FAILED;
     struct sigaction sa = { .sa_handler = on_sigint };
     sigaction(SIGINT, &sa, NULL);
@@ -446,7 +528,7 @@ out:
 static int cmd_verify(int argc, char **argv)
 {
     struct opts o;
-    parse_options(argc, argv, TAKES_NOTHING, &o);
+    parse_options(argc, argv, TAKES_VERIFY, &o);
     char path[4096], err[1024];
     struct audit_store *st = open_store(path, sizeof path);
     struct audit_verify res;
@@ -455,15 +537,65 @@ static int cmd_verify(int argc, char **argv)
         warnx("%s", err);
         goto out;
     }
-    if (!res.ok) {
-        warnx("verify FAILED: %s", res.msg);
+    /* Against a collector's copy: the store may verify on its own (the
+     * host rewrote it and its head file together) and still differ from
+     * what left the machine.  Both are reported. */
+    struct audit_anchor_check ac = { .ok = true };
+    if (o.against && audit_anchor_check(st, o.against, &ac, err, sizeof err) < 0) {
+        warnx("%s", err);
         goto out;
     }
+    if (!res.ok)
+        warnx("verify FAILED: %s", res.msg);
+    if (!ac.ok)
+        warnx("verify --against FAILED: %s", ac.msg);
+    if (!res.ok || !ac.ok)
+        goto out;
     printf("%s\n", res.msg);
+    if (o.against)
+        printf("%s\n", ac.msg);
     rc = 0;
 out:
     audit_store_close(st);
     return rc;
+}
+
+static volatile sig_atomic_t export_stop;
+static void on_export_signal(int sig)
+{
+    (void)sig;
+    export_stop = 1;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    struct opts o;
+    parse_options(argc, argv, TAKES_EXPORT, &o);
+    char path[4096], why[1024];
+    if (sbx_path_audit_db(path, sizeof path) < 0)
+        err(EXIT_FAILED, "cannot locate the audit store");
+    if (sbx_path_private_dir(SBX_DIR_STORE, false, NULL, 0, why, sizeof why) < 0 && errno != ENOENT)
+        errx(EXIT_FAILED, "%s", why);
+    const char *env = getenv("SBX_AUDIT_EXPORT");
+    struct audit_export_opts eo = {
+        .db = path, .to = o.to ? o.to : env && *env ? env : "-", .mark = o.name,
+        .batch = o.batch, .follow = o.follow, .stop = &export_stop,
+    };
+    struct sigaction sa = { .sa_handler = on_export_signal };
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* A collector that goes away mid-send is an error to retry, not a
+     * reason to die (librelp writes without MSG_NOSIGNAL). */
+    signal(SIGPIPE, SIG_IGN);
+    struct audit_export_stats s;
+    if (audit_export_run(&eo, &s, why, sizeof why) < 0) {
+        warnx("export to %s: %s (watermark row %lld)", eo.to, why, (long long)s.mark_id);
+        return EXIT_FAILED;
+    }
+    fprintf(stderr, "sbx-audit: exported %lld rows in %lld batches to %s in %.2f s (%.0f rows/s); "
+            "watermark row %lld\n", (long long)s.rows, (long long)s.batches, eo.to, s.seconds,
+            s.seconds > 0 ? (double)s.rows / s.seconds : 0.0, (long long)s.mark_id);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -473,7 +605,7 @@ int main(int argc, char **argv)
         int (*run)(int argc, char **argv);
     } cmds[] = {
         { "query", cmd_query }, { "tail", cmd_tail }, { "stats", cmd_stats },
-        { "verify", cmd_verify }, { "agents", cmd_agents },
+        { "verify", cmd_verify }, { "agents", cmd_agents }, { "export", cmd_export },
     };
     static const struct option longopts[] = {
         { "help", no_argument, NULL, 'h' },
