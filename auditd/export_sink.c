@@ -43,6 +43,12 @@ static void relp_on_err(void *usr, char *obj, char *msg, relpRetVal code)
     s->relp_failed = true;
 }
 
+/* librelp calls its debug printer unconditionally: it must be set. */
+static void relp_dbg(char *fmt, ...)
+{
+    (void)fmt;
+}
+
 static void relp_on_generic_err(char *obj, char *msg, relpRetVal code)
 {
     (void)obj, (void)msg, (void)code;
@@ -87,6 +93,7 @@ int sink_open(const char *url, struct sink **out, char *err, size_t errsz)
             snprintf(err, errsz, "cannot start librelp");
             goto fail;
         }
+        relpEngineSetDbgprint(s->engine, relp_dbg);
         relpEngineSetOnErr(s->engine, relp_on_err);
         relpEngineSetOnGenericErr(s->engine, relp_on_generic_err);
         relpEngineSetEnableCmd(s->engine, (unsigned char *)"syslog", eRelpCmdState_Required);

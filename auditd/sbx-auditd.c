@@ -4,7 +4,7 @@
  * SQLite audit store with a hash chain, keeps the registry of running agents
  * and carries out kills.  Usually started on demand by sbx_ctl_open().
  *
- *   sbx-auditd [--retain DURATION]
+ *   sbx-auditd [--retain DURATION] [--export URL]
  *   sbx-auditd --help | --version
  *
  * Exit 0 after SIGTERM or when another daemon already runs, 1 when it
@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,13 +26,14 @@
 
 #include "daemon.h"
 #include "duration.h"
+#include "export.h"
 #include "paths.h"
 #include "version.h"
 
 #define EXIT_USAGE 2
 
 static const char synopsis[] =
-    "usage: sbx-auditd [--retain DURATION]\n"
+    "usage: sbx-auditd [--retain DURATION] [--export URL]\n"
     "       sbx-auditd --help | --version\n";
 
 static void __attribute__((noreturn)) usage(void)
@@ -49,6 +52,10 @@ static void __attribute__((noreturn)) help(void)
           "  -r, --retain DURATION  delete events older than DURATION at start and\n"
           "                         hourly; DURATION is a number with ms, s, m, h or\n"
           "                         d, combinable (30d, 12h, 1h30m)\n"
+          "  -e, --export URL       also send every committed row, as it is committed,\n"
+          "                         to URL (relp://HOST:PORT, tcp://HOST:PORT,\n"
+          "                         file:PATH), like sbx-audit export --follow, in\n"
+          "                         a child process; default $SBX_AUDIT_EXPORT\n"
           "  -h, --help             this text\n"
           "  -V, --version          print the version\n"
           "\n"
@@ -57,20 +64,68 @@ static void __attribute__((noreturn)) help(void)
     exit(0);
 }
 
+static volatile sig_atomic_t export_stop;
+static void on_export_signal(int sig)
+{
+    (void)sig;
+    export_stop = 1;
+}
+
+/* The exporter runs in a child of its own: a collector that is slow or
+ * away must never hold up the loop that drains the agents' rings, and
+ * the child reads only what the daemon committed, through the store, as
+ * `sbx-audit export --follow` does.  It ends with the daemon (SIGTERM on
+ * the parent's death) after the batch it is sending. */
+static void start_exporter(const char *to, const char *db, int pidfile_fd)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        warn("cannot start the exporter");
+        return;
+    }
+    if (pid > 0) {
+        /* Nothing else of the daemon's has children: an exporter that
+         * ends is reaped by the kernel, not left a zombie. */
+        signal(SIGCHLD, SIG_IGN);
+        return;
+    }
+    /* The pid file's lock belongs to the daemon: the child's copy of the
+     * descriptor would keep it held after the daemon died. */
+    close(pidfile_fd);
+    struct sigaction sa = { .sa_handler = on_export_signal };
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(0);
+    struct audit_export_opts o = { .db = db, .to = to, .follow = true, .stop = &export_stop };
+    struct audit_export_stats st;
+    char why[1024];
+    if (audit_export_run(&o, &st, why, sizeof why) < 0) {
+        warnx("export to %s stopped: %s", to, why);
+        _exit(1);
+    }
+    _exit(0);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "retain", required_argument, NULL, 'r' },
+        { "export", required_argument, NULL, 'e' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     int64_t retain = 0;
+    const char *export_to = getenv("SBX_AUDIT_EXPORT");
     uint64_t ms;
     int c;
     /* getopt's messages begin with argv[0]: the name err(3) uses too. */
     argv[0] = program_invocation_short_name;
-    while ((c = getopt_long(argc, argv, "r:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "r:e:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
             /* 0 would delete everything: retention is at least a moment. */
@@ -81,6 +136,9 @@ int main(int argc, char **argv)
                 usage();
             }
             retain = (int64_t)ms * 1000000;
+            break;
+        case 'e':
+            export_to = optarg;
             break;
         case 'h':
             help();
@@ -121,6 +179,8 @@ int main(int argc, char **argv)
         err(1, "%s", pidpath);
     }
     pidfile_write(pfh);
+    if (export_to && *export_to)
+        start_exporter(export_to, db, pidfile_fileno(pfh));
     int rc = daemon_run(rundir, db, retain);
     pidfile_remove(pfh);
     return rc;
