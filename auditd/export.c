@@ -315,7 +315,15 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
     int failures = 0;
     double t0 = now_s();
     bool failing = false;
+    /* A batch the sink acknowledged whose watermark could not be written
+     * (a full disk): only the watermark is retried, nothing is sent until
+     * it is written, so a row goes out at most twice (once more only if
+     * the exporter dies meanwhile). */
+    bool unmarked = false;
+    size_t nrows = 0;
     while (!stopping(o)) {
+        if (unmarked)
+            goto write_mark;
         batch_reset(&b);
         struct audit_filter f = { .after_id = mark };
         if (audit_store_query(st, &f, add_row, &b, err, errsz) < 0)
@@ -332,7 +340,7 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
         }
         if (audit_store_totals(st, &tot, err, errsz) < 0)
             goto retry_local;
-        size_t nrows = b.n;
+        nrows = b.n;
         add_head(&b, tot.rows);
         if (b.oom) {
             snprintf(err, errsz, "out of memory");
@@ -347,8 +355,10 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
         }
         if (sink_end(sk, err, errsz) < 0)
             goto retry_sink;
+        unmarked = true;
+write_mark:
         /* Delivered.  A full disk (or its stand-in, the tests' fault
-         * file) refuses the watermark: the batch is sent again. */
+         * file) may refuse the watermark. */
         if (fault && *fault && access(fault, F_OK) == 0) {
             snprintf(err, errsz, "writing the export watermark: database or disk is full "
                      "(fault injection)");
@@ -356,6 +366,7 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
         }
         if (mark_set(mdb, name, b.last_id, b.last_hash, err, errsz) < 0)
             goto retry_local;
+        unmarked = false;
         mark = b.last_id;
         stats->rows += (int64_t)nrows;
         stats->batches++;
