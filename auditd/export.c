@@ -182,7 +182,7 @@ static int add_row(const struct audit_row *r, void *arg)
 /* The chain head after the batch: its last row's id and hash.  A
  * collector that keeps these can later tell a store rewritten on the host
  * (sbx-audit verify --against). */
-static void add_head(struct batch *b, int64_t store_rows)
+static void add_head(struct batch *b)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -192,8 +192,8 @@ static void add_head(struct batch *b, int64_t store_rows)
         addf(b, "<109>1 %s %s sbx - sbx-head [sbxhead@32473 id=\"%lld\" hash=\"%s\"] ", t,
              b->host, (long long)b->last_id, b->last_hash);
     addf(b, "{\"sbx_chain_head\":{\"id\":%lld,\"hash\":\"%s\",\"time\":\"%s\","
-            "\"rows\":%lld,\"host\":\"%s\"}}",
-         (long long)b->last_id, b->last_hash, t, (long long)store_rows, b->host);
+            "\"host\":\"%s\"}}",
+         (long long)b->last_id, b->last_hash, t, b->host);
     end_msg(b);
 }
 
@@ -338,10 +338,8 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
             nap(o, 200);
             continue;
         }
-        if (audit_store_totals(st, &tot, err, errsz) < 0)
-            goto retry_local;
         nrows = b.n;
-        add_head(&b, tot.rows);
+        add_head(&b);
         if (b.oom) {
             snprintf(err, errsz, "out of memory");
             goto retry_local;

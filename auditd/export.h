@@ -17,8 +17,9 @@
  * hash.  Only when the whole batch was acknowledged (RELP: every frame
  * answered 200 and the session closed cleanly) is the watermark — the last
  * row id and hash sent, per sink name — written into the store's
- * export_marks table (sink TEXT PRIMARY KEY, id, hash, ns; `SELECT min(id)
- * FROM export_marks` is the newest row every sink has).  A failure (the
+ * export_watermark table (sink TEXT PRIMARY KEY, row_id, hash, updated in
+ * ns; `SELECT min(row_id) FROM export_watermark` is the newest row every
+ * sink has: retention removes nothing after it).  A failure (the
  * collector down, a daemon killed, a full disk that refuses the watermark)
  * sends the same batch again later: nothing is lost, and at most the rows
  * of one batch arrive twice.  An exporter that resumes checks that the row

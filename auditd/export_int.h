@@ -28,7 +28,7 @@ void sink_close(struct sink *s);
 
 /* ---- export_mark.c: the watermark in the store ----------------------------- */
 /* Opens a second, writable connection to the store at DB for the
- * export_marks table (created if missing).  0 / -1. */
+ * export_watermark table (created if missing).  0 / -1. */
 int mark_open(const char *db, sqlite3 **out, char *err, size_t errsz);
 /* 1 and *ID, HASH when NAME has a mark, 0 when not, -1 on error. */
 int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * AUDIT_HASH_LEN + 1],

@@ -1,5 +1,5 @@
 /* export_mark.c — the exporter's watermarks, in the store itself (the
- * export_marks table; export.h).  A connection of its own, beside the
+ * export_watermark table, which retention reads too; export.h).  A connection of its own, beside the
  * read-only one the exporter reads rows through: sbx-auditd holds the
  * store's writer lock, but SQLite lets a second writer in between the
  * daemon's transactions (WAL, busy timeout), and a mark is one short
@@ -23,9 +23,9 @@ int mark_open(const char *db, sqlite3 **out, char *err, size_t errsz)
     /* The store is WAL already (its writer set it); FULL: a mark is on
      * disk before the exporter moves past it. */
     if (sqlite3_exec(h, "PRAGMA synchronous=FULL;"
-                        "CREATE TABLE IF NOT EXISTS export_marks ("
-                        " sink TEXT PRIMARY KEY, id INTEGER NOT NULL,"
-                        " hash TEXT NOT NULL, ns INTEGER NOT NULL)",
+                        "CREATE TABLE IF NOT EXISTS export_watermark("
+                        " sink TEXT PRIMARY KEY, row_id INTEGER NOT NULL, hash TEXT,"
+                        " updated INTEGER)",
                      NULL, NULL, NULL) != SQLITE_OK)
         goto fail;
     *out = h;
@@ -42,7 +42,7 @@ int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * AUDIT_HAS
 {
     sqlite3_stmt *q = NULL;
     int rc = -1;
-    if (sqlite3_prepare_v2(db, "SELECT id, hash FROM export_marks WHERE sink = ?1", -1, &q,
+    if (sqlite3_prepare_v2(db, "SELECT row_id, hash FROM export_watermark WHERE sink = ?1", -1, &q,
                            NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
@@ -70,8 +70,9 @@ int mark_set(sqlite3 *db, const char *name, int64_t id, const char *hash, char *
     int rc = -1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    if (sqlite3_prepare_v2(db, "INSERT INTO export_marks (sink, id, hash, ns) VALUES (?1, ?2, ?3, ?4)"
-                               " ON CONFLICT(sink) DO UPDATE SET id = ?2, hash = ?3, ns = ?4",
+    if (sqlite3_prepare_v2(db, "INSERT INTO export_watermark (sink, row_id, hash, updated)"
+                               " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(sink)"
+                               " DO UPDATE SET row_id = ?2, hash = ?3, updated = ?4",
                            -1, &q, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);

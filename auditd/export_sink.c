@@ -179,6 +179,8 @@ int sink_begin(struct sink *s, char *err, size_t errsz)
             snprintf(err, errsz, "relp://%s:%s: cannot connect", s->host, s->port);
             return -1;
         }
+        /* TCP_CORK for the batch: frames leave in full segments. */
+        relpCltHintBurstBegin(s->clt);
         return 0;
     case SINK_TCP:
         return s->fd >= 0 ? 0 : tcp_connect(s, err, errsz);
@@ -261,6 +263,7 @@ int sink_end(struct sink *s, char *err, size_t errsz)
     case SINK_RELP: {
         /* Destroying the client sends "close" and waits for its answer,
          * which comes after the answers to every frame before it. */
+        relpCltHintBurstEnd(s->clt);
         relpEngineCltDestruct(s->engine, &s->clt);
         s->clt = NULL;
         if (s->relp_failed) {

@@ -62,7 +62,7 @@ cleanup() {
 
 # The store's newest row id, and an export watermark.
 newest() { sqlite3 "$SBX_AUDIT_DB" "select coalesce(max(id), 0) from events"; }
-mark_of() { sqlite3 "$SBX_AUDIT_DB" "select coalesce(max(id), 0) from export_marks where sink = '$1'" 2>/dev/null || echo 0; }
+mark_of() { sqlite3 "$SBX_AUDIT_DB" "select coalesce(max(row_id), 0) from export_watermark where sink = '$1'" 2>/dev/null || echo 0; }
 
 # check_collector FILE MAXDUP: every row of the store arrived, no row
 # arrived more than twice and at most MAXDUP rows twice, each agent's rows
