@@ -18,3 +18,5 @@ echo "== macro workloads (median over rounds of guarded / bare in the same round
 python3 "$ROOT/bench/macro.py" --build "$B" "$@"
 echo "== network (connect and DNS; bench/net.py)"
 python3 "$ROOT/bench/net.py" --build "$B"
+echo "== audit export (bench/export.sh)"
+sh "$ROOT/bench/export.sh"
