@@ -256,7 +256,7 @@ $(PRELOAD_SO): $(PRELOAD_OBJ)
 # ---- programs --------------------------------------------------------------
 
 $(BUILD)/obj/auditd/ocsf.o $(BUILD)/obj/auditd/export%.o: ALL_CFLAGS += $(EXPORT_CFLAGS)
-$(BUILD)/bin/sbx-auditd $(BUILD)/bin/sbx-audit: LIBS += $(EXPORT_LIBS)
+$(BUILD)/bin/sbx-auditd $(BUILD)/bin/sbx-audit $(BUILD)/tests/test_ocsf: LIBS += $(EXPORT_LIBS)
 
 $(BUILD)/bin/sbx-auditd: $(BUILD)/obj/auditd/sbx-auditd.o $(SBX_LIBS)
 	@mkdir -p $(dir $@)
