@@ -222,7 +222,13 @@ test_an_exporter_killed_mid_batch_sends_at_most_that_batch_twice() {
     EXP_PID=$!
     i=0
     while [ "$(mark_of "$url")" -lt 3000 ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i + 1)); done
+    # Freeze the collector so that the exporter is caught inside a batch
+    # (frames sent, answers outstanding), kill it there, let the collector
+    # go on with what it had received.
+    kill -STOP "$RS_PID"
+    sleep 0.5
     kill -KILL "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true; EXP_PID=
+    kill -CONT "$RS_PID"
     at=$(mark_of "$url")
     [ "$at" -lt "$(newest)" ] || skip "the export finished before it was killed"
     sbx-audit export --batch 1000 --to "$url"
