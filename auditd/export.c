@@ -17,14 +17,14 @@
 #include "export_int.h"
 #include "ocsf.h"
 
-void export_hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_LEN + 1])
+void export_hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * (size_t)AUDIT_HASH_LEN + 1])
 {
     static const char d[] = "0123456789abcdef";
     for (size_t i = 0; i < AUDIT_HASH_LEN; i++) {
         out[2 * i] = d[h[i] >> 4];
         out[2 * i + 1] = d[h[i] & 15];
     }
-    out[2 * AUDIT_HASH_LEN] = '\0';
+    out[2 * (size_t)AUDIT_HASH_LEN] = '\0';
 }
 
 static double now_s(void)
@@ -56,7 +56,7 @@ struct batch {
     size_t limit;               /* rows per batch */
     int64_t upto;               /* rows after this id wait for the next run */
     int64_t last_id;
-    char last_hash[2 * AUDIT_HASH_LEN + 1];
+    char last_hash[2 * (size_t)AUDIT_HASH_LEN + 1];
     bool syslog;
     const char *host;
     bool oom;
@@ -148,7 +148,7 @@ static int add_row(const struct audit_row *r, void *arg)
     struct batch *b = arg;
     if (r->id > b->upto)
         return 1;
-    char hh[2 * AUDIT_HASH_LEN + 1];
+    char hh[2 * (size_t)AUDIT_HASH_LEN + 1];
     export_hex(r->hash, hh);
     char *json = audit_ocsf_json(r, b->host);
     if (!json) {
@@ -244,7 +244,7 @@ static int check_mark_row(const struct audit_row *r, void *arg)
 {
     struct mark_check *m = arg;
     if (r->id == m->id) {
-        char hh[2 * AUDIT_HASH_LEN + 1];
+        char hh[2 * (size_t)AUDIT_HASH_LEN + 1];
         export_hex(r->hash, hh);
         m->seen = true;
         m->same = strcmp(hh, m->hash) == 0;
@@ -290,7 +290,7 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
         }
         nap(o, 500);
     }
-    char mhash[2 * AUDIT_HASH_LEN + 1] = "";
+    char mhash[2 * (size_t)AUDIT_HASH_LEN + 1] = "";
     int64_t mark = 0;
     int got = mark_get(mdb, name, &mark, mhash, err, errsz);
     if (got < 0)
@@ -393,7 +393,7 @@ out_time:
 out:
     stats->mark_id = 0;
     if (mdb) {
-        char h[2 * AUDIT_HASH_LEN + 1];
+        char h[2 * (size_t)AUDIT_HASH_LEN + 1];
         int64_t id = 0;
         char e2[256];
         if (mark_get(mdb, name, &id, h, e2, sizeof e2) == 1)

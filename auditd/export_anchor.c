@@ -16,7 +16,7 @@
 
 struct anchor {
     int64_t id;
-    char hash[2 * AUDIT_HASH_LEN + 1];
+    char hash[2 * (size_t)AUDIT_HASH_LEN + 1];
     bool head;
 };
 
@@ -27,8 +27,8 @@ struct anchors {
 
 static int push(struct anchors *v, int64_t id, const char *hash, size_t hashlen, bool head)
 {
-    if (id <= 0 || hashlen != 2 * AUDIT_HASH_LEN ||
-        strspn(hash, "0123456789abcdef") < 2 * AUDIT_HASH_LEN)
+    if (id <= 0 || hashlen != 2 * (size_t)AUDIT_HASH_LEN ||
+        strspn(hash, "0123456789abcdef") < 2 * (size_t)AUDIT_HASH_LEN)
         return 0;       /* not ours, or mangled: nothing to compare */
     if (v->n == v->max) {
         size_t max = v->max ? v->max * 2 : 4096;
@@ -40,8 +40,8 @@ static int push(struct anchors *v, int64_t id, const char *hash, size_t hashlen,
     }
     struct anchor *x = &v->a[v->n++];
     x->id = id;
-    memcpy(x->hash, hash, 2 * AUDIT_HASH_LEN);
-    x->hash[2 * AUDIT_HASH_LEN] = '\0';
+    memcpy(x->hash, hash, 2 * (size_t)AUDIT_HASH_LEN);
+    x->hash[2 * (size_t)AUDIT_HASH_LEN] = '\0';
     x->head = head;
     return 0;
 }
@@ -126,7 +126,7 @@ static void bad(struct walk *w, int64_t id, const char *fmt, const char *got, co
 static int walk_row(const struct audit_row *r, void *arg)
 {
     struct walk *w = arg;
-    char hh[2 * AUDIT_HASH_LEN + 1], ph[2 * AUDIT_HASH_LEN + 1];
+    char hh[2 * (size_t)AUDIT_HASH_LEN + 1], ph[2 * (size_t)AUDIT_HASH_LEN + 1];
     export_hex(r->hash, hh);
     if (w->first) {
         /* Anchors older than the oldest row: pruned (or removed: verify

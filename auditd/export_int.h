@@ -31,11 +31,11 @@ void sink_close(struct sink *s);
  * export_watermark table (created if missing).  0 / -1. */
 int mark_open(const char *db, sqlite3 **out, char *err, size_t errsz);
 /* 1 and *ID, HASH when NAME has a mark, 0 when not, -1 on error. */
-int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * AUDIT_HASH_LEN + 1],
+int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * (size_t)AUDIT_HASH_LEN + 1],
              char *err, size_t errsz);
 /* Records NAME's mark (durably: the store is in WAL, synchronous FULL). */
 int mark_set(sqlite3 *db, const char *name, int64_t id, const char *hash, char *err, size_t errsz);
 
-void export_hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_LEN + 1]);
+void export_hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * (size_t)AUDIT_HASH_LEN + 1]);
 
 #endif

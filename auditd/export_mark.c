@@ -37,7 +37,7 @@ fail:
     return -1;
 }
 
-int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * AUDIT_HASH_LEN + 1],
+int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * (size_t)AUDIT_HASH_LEN + 1],
              char *err, size_t errsz)
 {
     sqlite3_stmt *q = NULL;
@@ -55,7 +55,7 @@ int mark_get(sqlite3 *db, const char *name, int64_t *id, char hash[2 * AUDIT_HAS
         goto out;
     *id = sqlite3_column_int64(q, 0);
     const char *h = (const char *)sqlite3_column_text(q, 1);
-    strlcpy(hash, h ? h : "", 2 * AUDIT_HASH_LEN + 1);
+    strlcpy(hash, h ? h : "", 2 * (size_t)AUDIT_HASH_LEN + 1);
     rc = 1;
 out:
     if (rc < 0)

@@ -256,14 +256,14 @@ static void rule_location(const char *rule, char *file, size_t filesz, long *lin
     *line = l;
 }
 
-static void hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * AUDIT_HASH_LEN + 1])
+static void hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * (size_t)AUDIT_HASH_LEN + 1])
 {
     static const char d[] = "0123456789abcdef";
     for (size_t i = 0; i < AUDIT_HASH_LEN; i++) {
         out[2 * i] = d[h[i] >> 4];
         out[2 * i + 1] = d[h[i] & 15];
     }
-    out[2 * AUDIT_HASH_LEN] = '\0';
+    out[2 * (size_t)AUDIT_HASH_LEN] = '\0';
 }
 
 /* The class-specific objects of R. */
@@ -431,7 +431,7 @@ char *audit_ocsf_json(const struct audit_row *r, const char *hostname)
 
     class_objects(ev, cls, r, hostname, &bad);
 
-    char hh[2 * AUDIT_HASH_LEN + 1], ph[2 * AUDIT_HASH_LEN + 1];
+    char hh[2 * (size_t)AUDIT_HASH_LEN + 1], ph[2 * (size_t)AUDIT_HASH_LEN + 1];
     hex(r->hash, hh);
     hex(r->prev_hash, ph);
     put(sbx, "id", json_integer(r->id), &bad);
