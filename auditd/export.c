@@ -300,6 +300,15 @@ int audit_export_run(const struct audit_export_opts *o, struct audit_export_stat
         struct audit_filter f = { .after_id = mark - 1 };
         if (audit_store_query(st, &f, check_mark_row, &mc, err, errsz) < 0)
             goto out;
+        struct audit_totals now;
+        if (audit_store_totals(st, &now, err, errsz) < 0)
+            goto out;
+        if (now.newest_id < mark) {
+            snprintf(err, errsz, "the store ends at row %lld, before row %lld that was exported "
+                     "to %s: rows were removed after export (sbx-audit verify --against)",
+                     (long long)now.newest_id, (long long)mark, name);
+            goto out;
+        }
         if (mc.seen && !mc.same) {
             snprintf(err, errsz, "row %lld no longer has the hash %.16s... that was exported to "
                      "%s: the store was rewritten after export (sbx-audit verify --against)",

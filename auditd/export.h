@@ -23,8 +23,8 @@
  * collector down, a daemon killed, a full disk that refuses the watermark)
  * sends the same batch again later: nothing is lost, and at most the rows
  * of one batch arrive twice.  An exporter that resumes checks that the row
- * at its watermark still has the hash it sent; if not, the store was
- * rewritten and it refuses to go on.
+ * at its watermark is still there with the hash it sent; if not, the
+ * store was cut or rewritten and it refuses to go on.
  *
  * The syslog message: PRI (facility 13, log audit; severity warning for a
  * denial, notice otherwise), version 1, the row's time, the host, APP-NAME

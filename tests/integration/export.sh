@@ -290,6 +290,9 @@ test_verify_against_detects_a_row_removed_and_the_chain_rewritten_on_the_host() 
     [ -n "$victim" ] || fail "no denied row"
     mkdir -m 700 "$T/new"
     "$PROGS/store_rewrite" "$SBX_AUDIT_DB" "$T/new/audit.db" "$victim"
+    # (keeping the exporter's watermark, which the store holds too)
+    sqlite3 "$T/new/audit.db" "attach '$SBX_AUDIT_DB' as old;
+        create table export_watermark as select * from old.export_watermark;"
     rm -f "$SBX_AUDIT_DB" "$SBX_AUDIT_DB-wal" "$SBX_AUDIT_DB-shm" "$SBX_AUDIT_DB.head"
     mv "$T/new/audit.db" "$SBX_AUDIT_DB"
     mv "$T/new/audit.db.head" "$SBX_AUDIT_DB.head"
@@ -298,6 +301,11 @@ test_verify_against_detects_a_row_removed_and_the_chain_rewritten_on_the_host() 
         fail "verify --against passed on a rewritten store"
     fi
     assert_contains "$(cat "$T/err")" "verify --against FAILED: row $victim"
+    # and the exporter, resuming, refuses to go on from its watermark
+    if sbx-audit export --to "relp://127.0.0.1:$RELP_PORT" 2>"$T/err"; then
+        fail "export resumed on a rewritten store"
+    fi
+    assert_contains "$(cat "$T/err")" "rows were removed after export"
 }
 
 run_tests
