@@ -337,6 +337,9 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
         jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755,ro");
         keeps_under(&b, &first, req, mp, mp->hide[i]);
     }
+    /* The caller's FIFOs (sbx-serve's channels), under the private /tmp. */
+    for (size_t i = 0; i < req->n_binds; i++)
+        jmount(&b, &first, req->binds[i].dst, "bind", req->binds[i].src, "bind,rw");
     for (size_t i = 0; i < mp->n; i++) {
         switch (mp->m[i].kind) {
         case ISO_MNT_MASK_FILE:
@@ -366,8 +369,8 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
     return b.s;
 }
 
-char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, char *err,
-                       size_t errsz)
+char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool host_fifo,
+                       char *err, size_t errsz)
 {
     const char *runsc = iso_runsc_path();
     char root[4200], bflag[4200];
@@ -380,13 +383,14 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, char *
     snprintf(bflag, sizeof bflag, "--bundle=%s", bundle);
     const char *v[] = { runsc, "--rootless", "--ignore-cgroups", root,
                         net_none ? "--network=none" : "--network=host",
-                        "--host-uds=none", "run", bflag, id, NULL };
-    size_t n = sizeof v / sizeof v[0];
+                        "--host-uds=none", host_fifo ? "--host-fifo=open" : "",
+                        "run", bflag, id, NULL };
+    size_t n = sizeof v / sizeof v[0], k = 0;
     char **out = calloc(n, sizeof *out);
     if (out == NULL)
         goto oom;
     for (size_t i = 0; i + 1 < n; i++)
-        if ((out[i] = strdup(v[i])) == NULL)
+        if (v[i][0] && (out[k++] = strdup(v[i])) == NULL)   /* "": not this flag */
             goto oom;
     return out;
 oom:
@@ -485,7 +489,7 @@ int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
     }
     /* The container id: unique per sandbox (the bundle's random suffix). */
     snprintf(id, sizeof id, "sbx-%d-%s", (int)getpid(), strrchr(child->bundle, '.') + 1);
-    argv = iso_gvisor_argv(child->bundle, id, net_none, err, errsz);
+    argv = iso_gvisor_argv(child->bundle, id, net_none, req->n_binds > 0, err, errsz);
     if (argv == NULL)
         goto out;
     if (pipe2(pfd, O_CLOEXEC) < 0) {

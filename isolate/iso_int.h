@@ -246,9 +246,10 @@ const char *iso_runsc_path(void);
  * EMPTY_FILE the host file that covers deny-read files. */
 char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *mp,
                         const char *empty_file, bool net_none, char *err, size_t errsz);
-/* runsc's argv for BUNDLE and container ID (free with iso_argv_free). */
-char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, char *err,
-                       size_t errsz);
+/* runsc's argv for BUNDLE and container ID (free with iso_argv_free);
+ * HOST_FIFO: the sandbox may open the host FIFOs bound into it. */
+char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool host_fifo,
+                       char *err, size_t errsz);
 int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
                      char *err, size_t errsz);
 

@@ -35,6 +35,12 @@ enum iso_mode { ISO_AUTO = 0, ISO_NONE, ISO_NATIVE, ISO_BWRAP, ISO_GVISOR, ISO_P
 int iso_mode_parse(const char *s);
 const char *iso_mode_name(enum iso_mode m);
 
+/* A host file bound into a gvisor sandbox at another path (iso_request). */
+struct iso_bind {
+    const char *src;            /* absolute, on the host */
+    const char *dst;            /* absolute, in the sandbox */
+};
+
 struct iso_request {
     const struct policy *policy;
     enum iso_mode mode;
@@ -58,6 +64,12 @@ struct iso_request {
     const char *ring_file;      /* added, gvisor: the event ring file
                                  * sbx-guard relays (bound writable into
                                  * the sandbox), or NULL */
+    const struct iso_bind *binds;   /* added, gvisor: host FIFOs bound into
+                                 * the sandbox at other paths (sbx-serve's
+                                 * request and reply channels: runsc passes
+                                 * no descriptor beyond 0..2), or NULL;
+                                 * runsc then opens host FIFOs (--host-fifo) */
+    size_t n_binds;
     const char *image;          /* added, podman/docker: the image (NULL:
                                  * debian:bookworm-slim) */
     char *const *argv;          /* the agent's command */

@@ -150,7 +150,8 @@ int iso_print(const struct iso_request *req, FILE *out)
         snprintf(bundle, sizeof bundle, "%s/gvisor.XXXXXX",
                  req->runtime_dir ? req->runtime_dir : "/tmp");
         snprintf(empty, sizeof empty, "%s/empty", bundle);
-        char **argv = iso_gvisor_argv(bundle, "sbx-PID-XXXXXX", netns, err, sizeof err);
+        char **argv = iso_gvisor_argv(bundle, "sbx-PID-XXXXXX", netns, req->n_binds > 0, err,
+                                      sizeof err);
         char *config = argv ? iso_gvisor_config(req, mp, empty, netns, err, sizeof err) : NULL;
         if (config == NULL) {
             fprintf(out, "error: %s\n", err);

@@ -147,6 +147,13 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
         }
         return iso_spawn_bwrap(req, child, err, errsz);
     case ISO_GVISOR:
+        /* runsc hands the sandbox 0, 1 and 2 of its own, nothing else:
+         * sbx-serve's channels go in as FIFOs (req->binds). */
+        if (req->child_fds) {
+            iso_errf(err, errsz, "isolation gvisor: cannot hand the agent descriptors");
+            errno = EINVAL;
+            return -1;
+        }
         return iso_spawn_gvisor(req, child, err, errsz);
     case ISO_PODMAN:
     case ISO_DOCKER:

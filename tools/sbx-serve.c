@@ -4,7 +4,7 @@
  *
  *   sbx-serve [--listen ADDR] [--profile NAME|FILE] [--token-file FILE]
  *             [--max-concurrent N] [--queue N] [--pool N]
- *             [--isolation auto|native]
+ *             [--isolation auto|native|gvisor]
  *   sbx-serve --verify URL
  *   sbx-serve --help | --version
  *
@@ -57,7 +57,7 @@
 static const char synopsis[] =
 "usage: sbx-serve [--listen ADDR] [--profile NAME|FILE] [--token-file FILE]\n"
 "                 [--max-concurrent N] [--queue N] [--pool N]\n"
-"                 [--isolation auto|native]\n"
+"                 [--isolation auto|native|gvisor]\n"
 "       sbx-serve --verify URL\n"
 "       sbx-serve --help | --version\n";
 
@@ -82,7 +82,8 @@ static void help(void)
 "  --max-concurrent N   executions at once (default 4)\n"
 "  --queue N            executions waiting beyond that, then 503 (default 16)\n"
 "  --pool N             warm sandboxes kept ready (default: max-concurrent)\n"
-"  --isolation MODE     auto (default) or native, as sbx-guard's\n"
+"  --isolation MODE     auto (default) or native, as sbx-guard's; gvisor: each\n"
+"                       request in gVisor's user-space kernel (runsc)\n"
 "  --verify URL         run SERVE.md's six checks against a service; exit 1\n"
 "                       if one fails\n", stdout);
 }
@@ -256,9 +257,9 @@ int main(int argc, char **argv)
         case 'P': pool = number("--pool", optarg, 1, 64); break;
         case 'i': {
             int m = iso_mode_parse(optarg);
-            if (m != ISO_AUTO && m != ISO_NATIVE)
-                errx(2, "--isolation %s: auto or native (each request needs its own pid "
-                     "namespace)", optarg);
+            if (m != ISO_AUTO && m != ISO_NATIVE && m != ISO_GVISOR)
+                errx(2, "--isolation %s: auto, native or gvisor (each request needs its own "
+                     "pid namespace)", optarg);
             mode = (enum iso_mode)m;
             break;
         }

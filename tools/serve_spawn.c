@@ -37,6 +37,7 @@
 #include "ctl.h"
 #include "guard_env.h"
 #include "paths.h"
+#include "serve_gvisor.h"
 #include "serve_sup.h"
 #include "serve_text.h"
 
@@ -210,7 +211,12 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
             .policy_image = cfg->policy_image, .argv = argv, .envp = env,
             .child_fds = mine, .n_child_fds = 5, .no_inet_sockets = true,
         };
-        if (iso_spawn(&req, &child, why, sizeof why) < 0) {
+        /* The hook of --isolation gvisor (serve_gvisor.h): a keeper
+         * process relays the runner's channels and the guard's ring. */
+        int src = cfg->mode == ISO_GVISOR
+                  ? serve_gvisor_spawn(&req, rep.run_id, &child, why, sizeof why)
+                  : iso_spawn(&req, &child, why, sizeof why);
+        if (src < 0) {
             serve_errf(rep.err, sizeof rep.err, "cannot start the sandbox: %s", why);
             goto fail;
         }
