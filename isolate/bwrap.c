@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,79 +38,23 @@ const char *iso_bwrap_path(void)
     return NULL;
 }
 
-struct argv_b {
-    char **v;
-    size_t n, cap;
-    bool oom;
-};
-
-static void push(struct argv_b *a, const char *s)
-{
-    if (a->oom)
-        return;
-    if (a->n + 2 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        char **v = reallocarray(a->v, cap, sizeof *v);
-        if (v == NULL) {
-            a->oom = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
-    }
-    a->v[a->n] = strdup(s);
-    if (a->v[a->n] == NULL) {
-        a->oom = true;
-        return;
-    }
-    a->v[++a->n] = NULL;
-}
-
-static void pushf(struct argv_b *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void pushf(struct argv_b *a, const char *fmt, ...)
-{
-    char buf[64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    push(a, buf);
-}
-
-static bool is_keep(const struct iso_mounts *mp, const char *path)
-{
-    for (size_t i = 0; i < mp->n_keep; i++)
-        if (policy_path_under(path, mp->keep[i]))
-            return true;
-    return false;
-}
-
-void iso_argv_free(char **argv)
-{
-    if (argv == NULL)
-        return;
-    for (size_t i = 0; argv[i]; i++)
-        free(argv[i]);
-    free(argv);
-}
-
 /* Puts back, after tmpfs covers DIR, the keeps that lived under it. */
-static void rebind_keeps(struct argv_b *a, const struct iso_mounts *mp, const char *dir,
+static void rebind_keeps(struct iso_argv *a, const struct iso_mounts *mp, const char *dir,
                          const char *events)
 {
     for (size_t i = 0; i < mp->n_keep; i++)
         if (policy_path_under(mp->keep[i], dir)) {
             bool writable = events && strcmp(mp->keep[i], events) == 0;
-            push(a, writable ? "--bind" : "--ro-bind");
-            push(a, mp->keep[i]);
-            push(a, mp->keep[i]);
+            iso_argv_add(a, writable ? "--bind" : "--ro-bind");
+            iso_argv_add(a, mp->keep[i]);
+            iso_argv_add(a, mp->keep[i]);
         }
 }
 
 char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp,
                       bool unshare_net, int seccomp_fd, char *err, size_t errsz)
 {
-    struct argv_b a = { 0 };
+    struct iso_argv a = { 0 };
     const char *bwrap = iso_bwrap_path();
     char events[4096], cwd[4096];
 
@@ -121,96 +64,93 @@ char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp
     }
     snprintf(events, sizeof events, "%s/%s", req->runtime_dir ? req->runtime_dir : "",
              SBX_EVENTS_SOCK);
-    push(&a, bwrap);
-    push(&a, "--die-with-parent");
-    push(&a, "--unshare-user");
-    push(&a, "--unshare-pid");
-    push(&a, "--unshare-ipc");
-    push(&a, "--unshare-uts");
-    push(&a, "--unshare-cgroup-try");
+    iso_argv_add(&a, bwrap);
+    iso_argv_add(&a, "--die-with-parent");
+    iso_argv_add(&a, "--unshare-user");
+    iso_argv_add(&a, "--unshare-pid");
+    iso_argv_add(&a, "--unshare-ipc");
+    iso_argv_add(&a, "--unshare-uts");
+    iso_argv_add(&a, "--unshare-cgroup-try");
     if (unshare_net)
-        push(&a, "--unshare-net");
-    push(&a, "--cap-drop");
-    push(&a, "ALL");
+        iso_argv_add(&a, "--unshare-net");
+    iso_argv_add(&a, "--cap-drop");
+    iso_argv_add(&a, "ALL");
     /* The host read-only, then what the policy lets it write. */
-    push(&a, mp->all_ro ? "--ro-bind" : "--bind");
-    push(&a, "/");
-    push(&a, "/");
-    push(&a, "--dev");
-    push(&a, "/dev");
-    push(&a, "--proc");
-    push(&a, "/proc");
+    iso_argv_add(&a, mp->all_ro ? "--ro-bind" : "--bind");
+    iso_argv_add(&a, "/");
+    iso_argv_add(&a, "/");
+    iso_argv_add(&a, "--dev");
+    iso_argv_add(&a, "/dev");
+    iso_argv_add(&a, "--proc");
+    iso_argv_add(&a, "/proc");
     if (mp->private_tmp) {
-        push(&a, "--tmpfs");
-        push(&a, "/tmp");
+        iso_argv_add(&a, "--tmpfs");
+        iso_argv_add(&a, "/tmp");
         rebind_keeps(&a, mp, "/tmp", events);
     }
-    /* bwrap takes every bind's source from the host's view: under the
-     * private /tmp, only the keeps (bound above) may come from the host,
-     * and /tmp itself is the writable tmpfs already. */
+    /* bwrap takes every bind's source from the host's view (the keeps
+     * under the private /tmp are bound above). */
     for (size_t i = 0; i < mp->n; i++)
-        if (mp->m[i].kind == ISO_MNT_RW
-            && !(mp->private_tmp && policy_path_under(mp->m[i].path, "/tmp")
-                 && !is_keep(mp, mp->m[i].path))) {
-            push(&a, "--bind");
-            push(&a, mp->m[i].path);
-            push(&a, mp->m[i].path);
+        if (iso_mounts_rw_from_host(mp, &mp->m[i])) {
+            iso_argv_add(&a, "--bind");
+            iso_argv_add(&a, mp->m[i].path);
+            iso_argv_add(&a, mp->m[i].path);
         }
     for (size_t i = 0; i < mp->n_hide; i++) {
         if (mp->private_tmp && policy_path_under(mp->hide[i], "/tmp"))
             continue;           /* gone with the host's /tmp already */
-        push(&a, "--perms");
-        push(&a, "0755");
-        push(&a, "--tmpfs");
-        push(&a, mp->hide[i]);
+        iso_argv_add(&a, "--perms");
+        iso_argv_add(&a, "0755");
+        iso_argv_add(&a, "--tmpfs");
+        iso_argv_add(&a, mp->hide[i]);
         rebind_keeps(&a, mp, mp->hide[i], events);
-        push(&a, "--remount-ro");
-        push(&a, mp->hide[i]);
+        iso_argv_add(&a, "--remount-ro");
+        iso_argv_add(&a, mp->hide[i]);
     }
     for (size_t i = 0; i < mp->n; i++) {
         switch (mp->m[i].kind) {
         case ISO_MNT_MASK_FILE:
-            push(&a, "--ro-bind");
-            push(&a, "/dev/null");
-            push(&a, mp->m[i].path);
+            iso_argv_add(&a, "--ro-bind");
+            iso_argv_add(&a, "/dev/null");
+            iso_argv_add(&a, mp->m[i].path);
             break;
         case ISO_MNT_MASK_DIR:
-            push(&a, "--perms");
-            push(&a, "0000");
-            push(&a, "--tmpfs");
-            push(&a, mp->m[i].path);
-            push(&a, "--remount-ro");
-            push(&a, mp->m[i].path);
+            iso_argv_add(&a, "--perms");
+            iso_argv_add(&a, "0000");
+            iso_argv_add(&a, "--tmpfs");
+            iso_argv_add(&a, mp->m[i].path);
+            iso_argv_add(&a, "--remount-ro");
+            iso_argv_add(&a, mp->m[i].path);
             break;
         case ISO_MNT_RO:
-            push(&a, "--ro-bind");
-            push(&a, mp->m[i].path);
-            push(&a, mp->m[i].path);
+            iso_argv_add(&a, "--ro-bind");
+            iso_argv_add(&a, mp->m[i].path);
+            iso_argv_add(&a, mp->m[i].path);
             break;
         default:
             break;
         }
     }
     if (getcwd(cwd, sizeof cwd)) {
-        push(&a, "--chdir");
-        push(&a, cwd);
+        iso_argv_add(&a, "--chdir");
+        iso_argv_add(&a, cwd);
     }
     if (seccomp_fd >= 0) {
-        push(&a, "--seccomp");
-        pushf(&a, "%d", seccomp_fd);
+        iso_argv_add(&a, "--seccomp");
+        iso_argv_addf(&a, "%d", seccomp_fd);
     }
     /* bwrap itself must not run under the preload (the guard would judge
      * bwrap's own set-up by the agent's policy): it is exec'd without
      * LD_PRELOAD and sets it for the agent. */
     for (size_t i = 0; req->envp && req->envp[i]; i++)
         if (strncmp(req->envp[i], "LD_PRELOAD=", 11) == 0) {
-            push(&a, "--setenv");
-            push(&a, "LD_PRELOAD");
-            push(&a, req->envp[i] + 11);
+            iso_argv_add(&a, "--setenv");
+            iso_argv_add(&a, "LD_PRELOAD");
+            iso_argv_add(&a, req->envp[i] + 11);
         }
-    push(&a, "--");
+    iso_argv_add(&a, "--");
     for (size_t i = 0; req->argv && req->argv[i]; i++)
-        push(&a, req->argv[i]);
+        iso_argv_add(&a, req->argv[i]);
     if (a.oom) {
         iso_errf(err, errsz, "bwrap: out of memory");
         iso_argv_free(a.v);
@@ -297,8 +237,8 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
             what = "seccomp fd";
             goto child_fail;
         }
-        /* argv[0] is bwrap's path, the first push: a NULL argv never gets
-         * here.  The analyzer reaches NULL only by letting push's count wrap
+        /* argv[0] is bwrap's path, the first flag added: a NULL argv never gets
+         * here.  The analyzer reaches NULL only by letting the count wrap
          * around SIZE_MAX. */
         execve(argv[0], argv, envp); /* NOLINT(clang-analyzer-core.NonNullParamChecker) */
         e = errno;

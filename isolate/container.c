@@ -18,15 +18,15 @@
  *   - the environment by name (-e NAME; the values travel in the engine's
  *     environment, not on its command line).
  * The kill switch: `ENGINE kill` of the container (its processes are the
- * engine's children, not sbx-guard's), then the sweep.  Not carried: the
- * seccomp list of sbx (the engine's default profile applies), Landlock,
- * the supervisor.
+ * engine's children, not sbx-guard's), then the sweep.  sbx's seccomp
+ * list goes in as the engine's profile (--security-opt seccomp=FILE,
+ * iso_seccomp_oci), without the supervisor's notifications.  Not carried:
+ * Landlock, the supervisor.
  */
 #include "iso_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,75 +57,44 @@ const char *iso_engine_path(enum iso_mode mode)
     return NULL;
 }
 
-struct argv_c {
-    char **v;
-    size_t n, cap;
-    bool oom;
-};
-
-static void push(struct argv_c *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void push(struct argv_c *a, const char *fmt, ...)
-{
-    char *s = NULL;
-    va_list ap;
-    if (a->oom)
-        return;
-    if (a->n + 2 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        char **v = reallocarray(a->v, cap, sizeof *v);
-        if (v == NULL) {
-            a->oom = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
-    }
-    va_start(ap, fmt);
-    int n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        a->oom = true;
-        return;
-    }
-    a->v[a->n++] = s;
-    a->v[a->n] = NULL;
-}
-
-static void bind_file(struct argv_c *a, const char *path, bool rw)
+static void bind_file(struct iso_argv *a, const char *path, bool rw)
 {
     struct stat st;
     if (path && path[0] == '/' && stat(path, &st) == 0)
-        push(a, "--volume=%s:%s%s", path, path, rw ? "" : ":ro");
+        iso_argv_addf(a, "--volume=%s:%s%s", path, path, rw ? "" : ":ro");
 }
 
 char **iso_container_argv(const struct iso_request *req, const struct iso_mounts *mp,
-                          const char *name, bool net_none, char *err, size_t errsz)
+                          const char *name, bool net_none, const char *seccomp_file,
+                          char *err, size_t errsz)
 {
     const struct policy_info *pi = policy_info(req->policy);
     const char *engine = iso_engine_path(req->mode);
     struct iso_rlimit rl[ISO_RLIMIT_MAX];
     size_t nrl = iso_rlimits(req->policy, rl);
-    struct argv_c a = { 0 };
+    struct iso_argv a = { 0 };
     char cwd[4096], events[4200];
 
     /* Not installed: named as such (--print-isolation shows it all the
      * same; iso_spawn_container refused before getting here). */
-    push(&a, "%s", engine ? engine : iso_mode_name(req->mode));
-    push(&a, "run");
-    push(&a, "--rm");
-    push(&a, "--interactive");
-    push(&a, "--name=%s", name);
-    push(&a, "--cap-drop=ALL");
-    push(&a, "--security-opt=no-new-privileges");
-    push(&a, "--network=%s", net_none ? "none" : "host");
-    push(&a, "--user=%u:%u", (unsigned)geteuid(), (unsigned)getegid());
+    iso_argv_addf(&a, "%s", engine ? engine : iso_mode_name(req->mode));
+    iso_argv_addf(&a, "run");
+    iso_argv_addf(&a, "--rm");
+    iso_argv_addf(&a, "--interactive");
+    iso_argv_addf(&a, "--name=%s", name);
+    iso_argv_addf(&a, "--cap-drop=ALL");
+    iso_argv_addf(&a, "--security-opt=no-new-privileges");
+    if (seccomp_file)
+        iso_argv_addf(&a, "--security-opt=seccomp=%s", seccomp_file);
+    iso_argv_addf(&a, "--network=%s", net_none ? "none" : "host");
+    iso_argv_addf(&a, "--user=%u:%u", (unsigned)geteuid(), (unsigned)getegid());
     if (mp->all_ro)
-        push(&a, "--read-only");
-    push(&a, "--tmpfs=/tmp:rw,mode=1777");
+        iso_argv_addf(&a, "--read-only");
+    iso_argv_addf(&a, "--tmpfs=/tmp:rw,mode=1777");
     if (pi->limits.processes)
-        push(&a, "--pids-limit=%llu", (unsigned long long)pi->limits.processes);
+        iso_argv_addf(&a, "--pids-limit=%llu", (unsigned long long)pi->limits.processes);
     if (pi->limits.memory_bytes)
-        push(&a, "--memory=%llu", (unsigned long long)pi->limits.memory_bytes);
+        iso_argv_addf(&a, "--memory=%llu", (unsigned long long)pi->limits.memory_bytes);
     for (size_t i = 0; i < nrl; i++) {
         static const struct { int res; const char *name; } names[] = {
             { RLIMIT_CPU, "cpu" }, { RLIMIT_NOFILE, "nofile" }, { RLIMIT_FSIZE, "fsize" },
@@ -133,12 +102,12 @@ char **iso_container_argv(const struct iso_request *req, const struct iso_mounts
         };
         for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
             if (names[k].res == rl[i].resource)
-                push(&a, "--ulimit=%s=%llu:%llu", names[k].name,
+                iso_argv_addf(&a, "--ulimit=%s=%llu:%llu", names[k].name,
                      (unsigned long long)rl[i].value, (unsigned long long)rl[i].value);
     }
     for (size_t i = 0; i < mp->n; i++)
         if (mp->m[i].kind == ISO_MNT_RW && !policy_path_under(mp->m[i].path, "/tmp"))
-            push(&a, "--volume=%s:%s", mp->m[i].path, mp->m[i].path);
+            iso_argv_addf(&a, "--volume=%s:%s", mp->m[i].path, mp->m[i].path);
     bind_file(&a, req->preload, false);
     bind_file(&a, req->policy_copy, false);
     bind_file(&a, req->policy_image, false);
@@ -148,29 +117,29 @@ char **iso_container_argv(const struct iso_request *req, const struct iso_mounts
     for (size_t i = 0; i < mp->n; i++) {
         switch (mp->m[i].kind) {
         case ISO_MNT_MASK_FILE:
-            push(&a, "--volume=/dev/null:%s:ro", mp->m[i].path);
+            iso_argv_addf(&a, "--volume=/dev/null:%s:ro", mp->m[i].path);
             break;
         case ISO_MNT_MASK_DIR:
-            push(&a, "--tmpfs=%s:ro,mode=000", mp->m[i].path);
+            iso_argv_addf(&a, "--tmpfs=%s:ro,mode=000", mp->m[i].path);
             break;
         case ISO_MNT_RO:
-            push(&a, "--volume=%s:%s:ro", mp->m[i].path, mp->m[i].path);
+            iso_argv_addf(&a, "--volume=%s:%s:ro", mp->m[i].path, mp->m[i].path);
             break;
         default:
             break;
         }
     }
     if (getcwd(cwd, sizeof cwd))
-        push(&a, "--workdir=%s", cwd);
+        iso_argv_addf(&a, "--workdir=%s", cwd);
     /* By name: the engine takes each value from its own environment. */
     for (size_t i = 0; req->envp && req->envp[i]; i++) {
         const char *eq = strchr(req->envp[i], '=');
         if (eq)
-            push(&a, "--env=%.*s", (int)(eq - req->envp[i]), req->envp[i]);
+            iso_argv_addf(&a, "--env=%.*s", (int)(eq - req->envp[i]), req->envp[i]);
     }
-    push(&a, "%s", req->image && req->image[0] ? req->image : DEFAULT_IMAGE);
+    iso_argv_addf(&a, "%s", req->image && req->image[0] ? req->image : DEFAULT_IMAGE);
     for (size_t i = 0; req->argv && req->argv[i]; i++)
-        push(&a, "%s", req->argv[i]);
+        iso_argv_addf(&a, "%s", req->argv[i]);
     if (a.oom) {
         iso_argv_free(a.v);
         iso_errf(err, errsz, "%s: out of memory", iso_mode_name(req->mode));
@@ -257,9 +226,9 @@ int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
     struct iso_mounts *mp = calloc(1, sizeof *mp);
     bool net_none = iso_net_loopback_only(req->policy);
     bool tty = iso_tty_foreground();
-    char **argv = NULL, why[512], name[64];
+    char **argv = NULL, *profile = NULL, why[512], name[64];
     unsigned short rnd = 0;
-    int rc = -1;
+    int rc = -1, sfd = -1;
 
     if (mp == NULL) {
         iso_errf(err, errsz, "%s: out of memory", mname);
@@ -286,7 +255,19 @@ int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
     if (getrandom(&rnd, sizeof rnd, 0) != sizeof rnd)
         rnd = (unsigned short)getpid();
     snprintf(name, sizeof name, "sbx-%d-%04x", (int)getpid(), rnd);
-    argv = iso_container_argv(req, mp, name, net_none, err, errsz);
+    /* sbx's seccomp list as the engine's profile (iso_seccomp_oci): a
+     * file of the runtime directory, removed by iso_child_cleanup. */
+    if ((size_t)snprintf(child->bundle, sizeof child->bundle, "%s/seccomp.XXXXXX.json",
+                         req->runtime_dir ? req->runtime_dir : "/tmp") >= sizeof child->bundle
+        || (sfd = mkstemps(child->bundle, 5)) < 0 || (profile = iso_seccomp_oci()) == NULL
+        || write(sfd, profile, strlen(profile)) != (ssize_t)strlen(profile)) {
+        iso_errf(err, errsz, "%s: seccomp profile %s: %s", mname, child->bundle,
+                 strerror(errno ? errno : ENOMEM));
+        if (sfd < 0)
+            child->bundle[0] = '\0';
+        goto out;
+    }
+    argv = iso_container_argv(req, mp, name, net_none, child->bundle, err, errsz);
     if (argv == NULL)
         goto out;
     pid_t pid = fork();
@@ -317,10 +298,15 @@ int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
     strlcpy(child->container, name, sizeof child->container);
     strlcpy(child->engine, engine, sizeof child->engine);
     snprintf(child->layers, sizeof child->layers, "%s%s,pidns,mntns,ipcns,utsns%s,caps-dropped,"
-             "engine-seccomp,rlimits", child->guard ? "guard," : "", mname,
+             "seccomp,rlimits", child->guard ? "guard," : "", mname,
              net_none ? ",netns" : "");
     rc = 0;
 out:
+    if (rc < 0)
+        iso_child_cleanup(child);
+    if (sfd >= 0)
+        close(sfd);
+    free(profile);
     iso_argv_free(argv);
     iso_mounts_free(mp);
     free(mp);

@@ -170,14 +170,6 @@ static bool utf8_ok(const char *s)
     return true;
 }
 
-static bool is_keep(const struct iso_mounts *mp, const char *path)
-{
-    for (size_t i = 0; i < mp->n_keep; i++)
-        if (policy_path_under(path, mp->keep[i]))
-            return true;
-    return false;
-}
-
 /* Single files the guard needs from a directory the plan hides: bound back
  * read-only (the ring writable) after the hide's tmpfs. */
 static void keeps_under(struct jbuf *b, bool *first, const struct iso_request *req,
@@ -319,12 +311,9 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
     jmount(&b, &first, "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro");
     if (mp->private_tmp)
         jmount(&b, &first, "/tmp", "tmpfs", "tmpfs", "mode=1777");
-    /* The write roots; under the private /tmp only the keeps come from the
-     * host (bwrap.c has the same rule). */
+    /* The write roots (the keeps under the private /tmp come below). */
     for (size_t i = 0; i < mp->n; i++)
-        if (mp->m[i].kind == ISO_MNT_RW
-            && !(mp->private_tmp && policy_path_under(mp->m[i].path, "/tmp")
-                 && !is_keep(mp, mp->m[i].path)))
+        if (iso_mounts_rw_from_host(mp, &mp->m[i]))
             jmount(&b, &first, mp->m[i].path, "bind", mp->m[i].path,
                    strstr(mp->m[i].why, "noexec") ? "rbind,rw,noexec" : "rbind,rw");
     /* sbx's own directories: an empty tmpfs, with back the single files

@@ -128,6 +128,13 @@ void iso_bpf_free(struct iso_bpf *b);
  * listener fd (NOTIFY), 0, or -1/errno.  Needs no_new_privs. */
 int iso_seccomp_install(const struct iso_bpf *b, bool notify);
 void iso_seccomp_print(unsigned notify, FILE *out);
+/* The same list (without user notification) as a seccomp profile of the
+ * container engines (docker's and podman's JSON: allow by default, the
+ * list refused with its errno), for --security-opt seccomp=FILE.  It
+ * replaces the engine's default profile; the calls of that profile that
+ * need a capability stay refused by --cap-drop=ALL.  Malloc'd text (the
+ * caller frees), NULL when out of memory. */
+char *iso_seccomp_oci(void);
 
 /* ---- mounts.c and cover.c ---------------------------------------------- */
 
@@ -203,6 +210,29 @@ int iso_mounts_plan(const struct iso_request *req, struct iso_mounts *mp,
 int iso_mounts_apply(const struct iso_mounts *mp, char *err, size_t errsz);
 void iso_mounts_print(const struct iso_mounts *mp, FILE *out);
 
+/* ---- flags.c: the plan as another program's flags ---------------------- */
+
+/* A NULL-terminated argv of malloc'd strings, grown as flags are added
+ * (bwrap's and the engines' command lines).  After an allocation failure
+ * every add does nothing and OOM stays set: check it once at the end. */
+struct iso_argv {
+    char **v;
+    size_t n, cap;
+    bool oom;
+};
+/* Adds S as it is (a path may hold a '%'). */
+void iso_argv_add(struct iso_argv *a, const char *s);
+void iso_argv_addf(struct iso_argv *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Frees an argv of iso_argv's (or any of malloc'd strings); NULL is fine. */
+void iso_argv_free(char **argv);
+/* Whether PATH is under one of the files the plan keeps reachable. */
+bool iso_mounts_is_keep(const struct iso_mounts *mp, const char *path);
+/* Whether M is a write root a backend binds from the host's view: every
+ * ISO_MNT_RW entry but those under the private /tmp, where only the keeps
+ * come from the host (/tmp itself is the writable tmpfs already). */
+bool iso_mounts_rw_from_host(const struct iso_mounts *mp, const struct iso_mnt *m);
+
 /* ---- netns decision (ns.c) ---------------------------------------------- */
 
 /* True when no network.connect.allow or bind rule needs anything but
@@ -231,7 +261,6 @@ int iso_spawn_native(const struct iso_request *req, struct iso_child *child,
  * iso_argv_free).  SECCOMP_FD is the fd bwrap reads the filter from. */
 char **iso_bwrap_argv(const struct iso_request *req, const struct iso_mounts *mp,
                       bool unshare_net, int seccomp_fd, char *err, size_t errsz);
-void iso_argv_free(char **argv);
 int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
                     char *err, size_t errsz);
 /* The bwrap binary, or NULL. */
@@ -257,10 +286,11 @@ int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
 
 /* The podman or docker binary for MODE, or NULL. */
 const char *iso_engine_path(enum iso_mode mode);
-/* `ENGINE run ...` for REQ under plan MP, container NAME (free with
- * iso_argv_free). */
+/* `ENGINE run ...` for REQ under plan MP, container NAME, SECCOMP_FILE the
+ * profile (NULL: the engine's default) (free with iso_argv_free). */
 char **iso_container_argv(const struct iso_request *req, const struct iso_mounts *mp,
-                          const char *name, bool net_none, char *err, size_t errsz);
+                          const char *name, bool net_none, const char *seccomp_file,
+                          char *err, size_t errsz);
 int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
                         char *err, size_t errsz);
 

@@ -179,7 +179,11 @@ int iso_print(const struct iso_request *req, FILE *out)
     }
     case ISO_PODMAN:
     case ISO_DOCKER: {
-        char **argv = iso_container_argv(req, mp, "sbx-PID-XXXX", netns, err, sizeof err);
+        char profile[4200];
+        snprintf(profile, sizeof profile, "%s/seccomp.XXXXXX.json",
+                 req->runtime_dir ? req->runtime_dir : "/tmp");
+        char **argv = iso_container_argv(req, mp, "sbx-PID-XXXX", netns, profile, err,
+                                         sizeof err);
         if (argv == NULL) {
             fprintf(out, "error: %s\n", err);
             goto out;
@@ -188,8 +192,11 @@ int iso_print(const struct iso_request *req, FILE *out)
                 iso_mode_name(req->mode), iso_mode_name(req->mode));
         for (size_t i = 0; argv[i]; i++)
             fprintf(out, " %s", argv[i]);
-        fprintf(out, "\nnot available in a container: Landlock, sbx's seccomp list (the "
-                     "engine's default\n  profile applies), the supervisor\n");
+        char *json = iso_seccomp_oci();
+        fprintf(out, "\n%s (sbx's seccomp list, in place of the engine's own profile):\n%s",
+                profile, json ? json : "(out of memory)\n");
+        free(json);
+        fprintf(out, "not available in a container: Landlock, the supervisor\n");
         print_net_rules(req->policy, req->mode, out);
         iso_argv_free(argv);
         break;

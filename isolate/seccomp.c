@@ -372,3 +372,113 @@ void iso_seccomp_print(unsigned notify, FILE *out)
                 "and hands it in (ADDFD); refuses deny-read/write paths (open, openat, "
                 "openat2, creat)\n", "open");
 }
+
+/* ---- the same list as a container engine's seccomp profile ------------ */
+
+/* Calls the engines' own default profiles refuse and sbx's list does not
+ * name (the rest of their list needs a capability, and --cap-drop=ALL
+ * takes every one): the profile below replaces theirs, so these stay
+ * refused. */
+static const char *const engine_extra[] = {
+    "kcmp", "move_pages", "mbind", "set_mempolicy", "migrate_pages",
+};
+
+static void oci_rule(FILE *f, bool *first, const char *name, int err, const char *args)
+{
+    fprintf(f, "%s\n  {\"names\": [\"%s\"], \"action\": \"SCMP_ACT_ERRNO\", \"errnoRet\": %d%s%s%s}",
+            *first ? "" : ",", name, err, args ? ", \"args\": [" : "", args ? args : "",
+            args ? "]" : "");
+    *first = false;
+}
+
+static void oci_cmp(char *buf, size_t sz, unsigned idx, unsigned long long v,
+                    unsigned long long v2, const char *op)
+{
+    size_t len = strlen(buf);
+    snprintf(buf + len, sz - len, "%s{\"index\": %u, \"value\": %llu, \"valueTwo\": %llu, "
+             "\"op\": \"%s\"}", len ? ", " : "", idx, v, v2, op);
+}
+
+char *iso_seccomp_oci(void)
+{
+    char *text = NULL, a[512];
+    size_t len = 0;
+    bool first = true;
+    FILE *f = open_memstream(&text, &len);
+
+    if (f == NULL)
+        return NULL;
+    fputs("{\"defaultAction\": \"SCMP_ACT_ALLOW\",\n \"architectures\": [\"SCMP_ARCH_X86_64\"],\n"
+          " \"syscalls\": [", f);
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
+        oci_rule(f, &first, denied[i].name, EPERM, NULL);
+    for (size_t i = 0; i < sizeof engine_extra / sizeof engine_extra[0]; i++)
+        oci_rule(f, &first, engine_extra[i], EPERM, NULL);
+    for (size_t i = 0; i < sizeof clone_ns_flags / sizeof clone_ns_flags[0]; i++) {
+        a[0] = '\0';
+        oci_cmp(a, sizeof a, 0, clone_ns_flags[i], clone_ns_flags[i], "SCMP_CMP_MASKED_EQ");
+        oci_rule(f, &first, "clone", EPERM, a);
+    }
+    oci_rule(f, &first, "clone3", ENOSYS, NULL);
+    {
+        static const unsigned long tio[] = { TIOCSTI, TIOCLINUX };
+        for (size_t i = 0; i < 2; i++) {
+            a[0] = '\0';
+            oci_cmp(a, sizeof a, 1, 0xffffffffUL, tio[i], "SCMP_CMP_MASKED_EQ");
+            oci_rule(f, &first, "ioctl", EPERM, a);
+        }
+    }
+    /* personality: one comparison per rule (an engine's libseccomp may
+     * refuse two on one argument), so the flags that matter, one by one:
+     * ADDR_NO_RANDOMIZE (ASLR off), READ_IMPLIES_EXEC. */
+    {
+        static const unsigned long pers[] = { 0x0040000, 0x0400000 };
+        for (size_t i = 0; i < 2; i++) {
+            a[0] = '\0';
+            oci_cmp(a, sizeof a, 0, pers[i], pers[i], "SCMP_CMP_MASKED_EQ");
+            oci_rule(f, &first, "personality", EPERM, a);
+        }
+    }
+    for (int fam = 0; fam < SBX_AF_LIMIT; fam++) {
+        if (fam == AF_NETLINK || policy_socket_allowed(fam, 0))
+            continue;
+        a[0] = '\0';
+        oci_cmp(a, sizeof a, 0, (unsigned long long)fam, 0, "SCMP_CMP_EQ");
+        oci_rule(f, &first, "socket", EAFNOSUPPORT, a);
+    }
+    a[0] = '\0';
+    oci_cmp(a, sizeof a, 0, SBX_AF_LIMIT, 0, "SCMP_CMP_GE");
+    oci_rule(f, &first, "socket", EAFNOSUPPORT, a);
+    for (int p = 0; p < SBX_NETLINK_LIMIT; p++) {
+        if (policy_socket_allowed(AF_NETLINK, p))
+            continue;
+        a[0] = '\0';
+        oci_cmp(a, sizeof a, 0, AF_NETLINK, 0, "SCMP_CMP_EQ");
+        oci_cmp(a, sizeof a, 2, (unsigned long long)p, 0, "SCMP_CMP_EQ");
+        oci_rule(f, &first, "socket", EPROTONOSUPPORT, a);
+    }
+    {
+        static const int inet[] = { AF_INET, AF_INET6 };
+        for (size_t i = 0; i < 2; i++) {
+            a[0] = '\0';
+            oci_cmp(a, sizeof a, 0, (unsigned long long)inet[i], 0, "SCMP_CMP_EQ");
+            oci_cmp(a, sizeof a, 2, IPPROTO_MPTCP, 0, "SCMP_CMP_EQ");
+            oci_rule(f, &first, "socket", EPERM, a);
+        }
+    }
+    a[0] = '\0';
+    oci_cmp(a, sizeof a, 0, AF_UNIX, 0, "SCMP_CMP_LT");
+    oci_rule(f, &first, "socketpair", EAFNOSUPPORT, a);
+    a[0] = '\0';
+    oci_cmp(a, sizeof a, 0, AF_UNIX, 0, "SCMP_CMP_GT");
+    oci_rule(f, &first, "socketpair", EAFNOSUPPORT, a);
+    a[0] = '\0';
+    oci_cmp(a, sizeof a, 1, 0x10U, 0x10U, "SCMP_CMP_MASKED_EQ");
+    oci_rule(f, &first, "memfd_create", EPERM, a);
+    fputs("\n ]\n}\n", f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}

@@ -70,6 +70,32 @@ test_print_isolation_shows_the_engine_command_line() {
     assert_contains "$out" "$IMAGE ./agent.py"
 }
 
+test_the_engines_get_sbx_seccomp_list_as_their_profile() {
+    out=$(guard --isolation docker --image "$IMAGE" --print-isolation -- ./agent.py)
+    assert_contains "$out" "--security-opt=seccomp=$SBX_RUNTIME_DIR/seccomp.XXXXXX.json"
+    # The profile printed is the engines' JSON: allow by default, sbx's list
+    # refused with its errno (clone3 ENOSYS so that runtimes fall back to
+    # clone, whose namespace flags are refused).
+    printf '%s\n' "$out" | /usr/bin/python3 -c '
+import json, sys
+text = sys.stdin.read()
+start = text.index("{\"defaultAction\"")
+prof, _ = json.JSONDecoder().raw_decode(text[start:])
+by = {}
+for r in prof["syscalls"]:
+    for n in r["names"]:
+        by.setdefault(n, []).append(r)
+ok = (prof["defaultAction"] == "SCMP_ACT_ALLOW"
+      and all(by[n][0]["errnoRet"] == 1 and "args" not in by[n][0]
+              for n in ("ptrace", "mount", "unshare", "bpf", "io_uring_setup", "keyctl"))
+      and by["clone3"][0]["errnoRet"] == 38
+      and any(a["op"] == "SCMP_CMP_MASKED_EQ" and a["value"] == 0x10000000
+              for r in by["clone"] for a in r["args"])
+      and "read" not in by and "execve" not in by)
+sys.exit(0 if ok else 1)' || fail "the printed profile is not sbx's list as an engine profile"
+    assert_not_contains "$out" "engine's default"
+}
+
 in_engine() {
     e=$1
     need_engine "$e"
@@ -89,6 +115,7 @@ in_engine() {
     wait $gpid || rc=$?
     assert_eq "$rc" 137
     assert_eq "$("$e" ps -q --filter "name=sbx-" 2>/dev/null || true)" "" "containers left"
+    assert_eq "$(ls "$SBX_RUNTIME_DIR"/seccomp.*.json 2>/dev/null || true)" "" "seccomp profiles left"
 }
 
 test_podman_runs_the_agent_guarded_recorded_and_killable() {
