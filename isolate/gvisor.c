@@ -17,7 +17,9 @@
  *   - the policy's rlimits, set by the Sentry on the agent (not on runsc:
  *     a Go runtime under RLIMIT_AS would not start);
  *   - no capabilities, no_new_privs, no host Unix sockets (--host-uds
- *     stays none: events.sock and control.sock are unreachable).
+ *     stays none: events.sock and control.sock are unreachable);
+ *   - sbx's seccomp list (iso_seccomp_oci) as the bundle's linux.seccomp,
+ *     which the Sentry enforces on the agent (--oci-seccomp).
  * What gVisor cannot carry: Landlock (ENOSYS inside) and the seccomp
  * supervisor (user notification is EINVAL inside), so the layers say
  * neither.  The guard inside cannot hand a ring to sbx-auditd (a sandbox
@@ -349,7 +351,19 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
              "{\"type\": \"uts\"}, {\"type\": \"mount\"}");
     if (net_none)
         jlit(&b, ", {\"type\": \"network\"}");
-    jlit(&b, "]}\n}\n");
+    /* sbx's seccomp list, enforced by the Sentry on the agent (runsc
+     * --oci-seccomp): calls gVisor itself implements (io_uring, unshare of
+     * a user namespace, keyrings, ...) are refused as natively. */
+    char *sc = iso_seccomp_oci();
+    if (sc == NULL) {
+        free(b.s);
+        iso_errf(err, errsz, "gvisor: out of memory");
+        return NULL;
+    }
+    jlit(&b, "],\n \"seccomp\": ");
+    jlit(&b, sc);
+    free(sc);
+    jlit(&b, "}\n}\n");
     if (b.oom) {
         free(b.s);
         iso_errf(err, errsz, "gvisor: out of memory");
@@ -372,7 +386,7 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool h
     snprintf(bflag, sizeof bflag, "--bundle=%s", bundle);
     const char *v[] = { runsc, "--rootless", "--ignore-cgroups", root,
                         net_none ? "--network=none" : "--network=host",
-                        "--host-uds=none", host_fifo ? "--host-fifo=open" : "",
+                        "--host-uds=none", host_fifo ? "--host-fifo=open" : "", "--oci-seccomp",
                         "run", bflag, id, NULL };
     size_t n = sizeof v / sizeof v[0], k = 0;
     char **out = calloc(n, sizeof *out);
@@ -551,7 +565,7 @@ int iso_spawn_gvisor(const struct iso_request *req, struct iso_child *child,
     child->pidns = false;
     child->status_fd = -1;
     snprintf(child->layers, sizeof child->layers,
-             "%sgvisor,pidns,mntns,ipcns,utsns%s,rlimits",
+             "%sgvisor,pidns,mntns,ipcns,utsns%s,seccomp,rlimits",
              child->guard ? "guard," : "", net_none ? ",netns" : "");
     rc = 0;
 out:

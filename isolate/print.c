@@ -162,9 +162,11 @@ int iso_print(const struct iso_request *req, FILE *out)
         for (size_t i = 0; argv[i]; i++)
             fprintf(out, " %s", argv[i]);
         fprintf(out, "\n%s/config.json (the OCI bundle):\n%s", bundle, config);
-        fprintf(out, "not available under gVisor: Landlock (ENOSYS inside), the seccomp filter\n"
-                     "  and its supervisor (user notification is EINVAL inside); the Sentry\n"
-                     "  serves every system call instead, so no call reaches the host kernel\n");
+        fprintf(out, "not available under gVisor: Landlock (ENOSYS inside), the supervisor\n"
+                     "  (user notification is EINVAL inside)\n"
+                     "seccomp: sbx's list as the bundle's linux.seccomp, enforced by the Sentry\n"
+                     "  (--oci-seccomp); the Sentry serves every system call, so no call\n"
+                     "  reaches the host kernel\n");
         fprintf(out, "net: %s\n", netns
                 ? "none: the sandbox's own loopback only (the host's loopback services are\n"
                   "  out of reach, unlike native)"

@@ -173,13 +173,16 @@ test_gvisor_sandbox_holds_no_token_and_reaches_no_sbx_socket() {
 test_gvisor_start_row_layers_match_what_a_probe_finds_inside() {
     need_runsc
     # The probe: gVisor's kernel answers uname, Landlock is ENOSYS, a
-    # seccomp filter with a listener (the supervisor's) is EINVAL, and the
-    # policy's open_files limit is in force.
+    # seccomp filter with a listener (the supervisor's) is EINVAL, sbx's
+    # seccomp list is in force (unshare of a user namespace, which gVisor
+    # implements, is EPERM), and the policy's open_files limit is in force.
     cat >probe.py <<'PY'
 import ctypes, errno, os, resource, struct
 libc = ctypes.CDLL(None, use_errno=True)
 r = libc.syscall(444, None, 0, 1)          # landlock_create_ruleset(VERSION)
 print("landlock", "ENOSYS" if r < 0 and ctypes.get_errno() == errno.ENOSYS else "abi%d" % r)
+r = libc.syscall(272, 0x10000000)           # unshare(CLONE_NEWUSER)
+print("unshare", errno.errorcode.get(ctypes.get_errno(), "?") if r < 0 else "ok")
 libc.prctl(38, 1, 0, 0, 0)                  # PR_SET_NO_NEW_PRIVS
 insn = struct.pack("HBBI", 0x06, 0, 0, 0x7fff0000)   # BPF_RET ALLOW
 buf = ctypes.create_string_buffer(insn)
@@ -193,6 +196,7 @@ PY
     out=$(guard --isolation gvisor --name gp -- python3 probe.py)
     assert_contains "$out" "landlock ENOSYS"
     assert_contains "$out" "seccomp-notify EINVAL"
+    assert_contains "$out" "unshare EPERM"
     assert_contains "$out" "release 4.4.0"
     assert_contains "$out" "nofile 4096"
     rows --agent gp >"$T/r.json"
@@ -208,7 +212,8 @@ for l in open(sys.argv[1]):
     assert_contains "$layers" "rlimits"
     assert_not_contains "$layers" "landlock"
     assert_not_contains "$layers" "supervisor"
-    assert_not_contains "$layers" "seccomp"
+    # The seccomp list (from the bundle), not the supervisor's filter.
+    assert_contains "$layers" "seccomp,"
 }
 
 test_gvisor_missing_runsc_starts_nothing() {
@@ -277,6 +282,19 @@ assert all(v == [] for v in c["process"]["capabilities"].values())
 assert not any(e.startswith("SBX_AGENT_TOKEN=") and e != "SBX_AGENT_TOKEN=relayed"
                for e in c["process"]["env"])
 PY
+}
+
+test_gvisor_refuses_the_calls_of_sbx_seccomp_list_that_gvisor_implements() {
+    need_runsc
+    # gVisor serves io_uring and user namespaces itself; sbx's list, which
+    # the Sentry enforces from the bundle (--oci-seccomp), refuses them.
+    out=$(gv -- "$ESC" io_uring) || true
+    assert_eq "$out" "fail EPERM"
+    out=$(gv -- "$ESC" unshare) || true
+    assert_eq "$out" "fail EPERM"
+    out=$(gv -- "$ESC" read /etc/hostname)
+    assert_eq "$out" "ok"
+    expect_row op=start "reason~seccomp"
 }
 
 run_tests
