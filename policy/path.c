@@ -4,7 +4,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,7 +173,7 @@ static bool own_view(const struct policy_path_view *view)
  * the preload's calls, which look in their own. */
 __attribute__((noinline))
 static ssize_t view_look(const struct policy_path_view *view, const char *path,
-                         char *link, size_t linksz)
+                         char *link, size_t linksz, struct stat *st_out)
 {
     char host[PATH_MAX + 64];
     struct stat st;
@@ -182,6 +185,7 @@ static ssize_t view_look(const struct policy_path_view *view, const char *path,
     }
     if (lstat(path, &st) < 0)
         return -1;
+    *st_out = st;
     if (!S_ISLNK(st.st_mode))
         return 0;
     ssize_t n = readlink(path, link, linksz - 1);
@@ -234,6 +238,178 @@ static void proc_self_in_view(const struct policy_path_view *view, char *out, si
         *ol = (size_t)n;
 }
 
+
+/* ---- remembered directories (path.h: policy_path_cache_enable) -----------
+ *
+ * A fixed table of physical directories (absolute, folded, no symlink on
+ * the way when they were walked) with the (dev, ino) lstat gave them.  A
+ * resolution that starts with one of them checks it with one lstat instead
+ * of one per component: the same (dev, ino), still a directory and not a
+ * symlink, and the walk goes on from there.  Direct-mapped by an FNV-1a
+ * hash of the path; the full path is compared, so a hash collision is only
+ * a miss.  Each slot has its own try-lock, never waited for: a slot in use
+ * by another thread or by the code a signal handler interrupted is a miss,
+ * so this is thread-safe and async-signal-safe without blocking.  A fork
+ * while another thread holds a slot leaves that slot locked in the child,
+ * which then never uses it (a miss, not a wrong answer).  Nothing is
+ * allocated.  What the check cannot see is in path.h. */
+#define CACHE_SLOTS 256                 /* power of two */
+#define CACHE_PATH_MAX 240              /* longer directories: not remembered */
+#define CACHE_DEPTH_MAX 32              /* prefixes looked at per resolution */
+
+struct cache_slot {
+    atomic_uint lock;                   /* 0 free, 1 held */
+    unsigned len;                       /* 0: empty */
+    dev_t dev;
+    ino_t ino;
+    char path[CACHE_PATH_MAX];
+};
+
+static struct cache_slot cache[CACHE_SLOTS];
+static atomic_bool cache_on;
+static atomic_ulong cache_hits, cache_misses;
+
+void policy_path_cache_enable(bool on)
+{
+    atomic_store(&cache_on, on);
+    policy_path_cache_flush();
+}
+
+static bool slot_take(struct cache_slot *c)
+{
+    unsigned v = 0;
+    return atomic_compare_exchange_strong_explicit(&c->lock, &v, 1u, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void slot_give(struct cache_slot *c)
+{
+    atomic_store_explicit(&c->lock, 0u, memory_order_release);
+}
+
+void policy_path_cache_flush(void)
+{
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        if (slot_take(&cache[i])) {
+            cache[i].len = 0;
+            slot_give(&cache[i]);
+        }
+}
+
+void policy_path_cache_stats(unsigned long *hits, unsigned long *misses)
+{
+    *hits = atomic_load(&cache_hits);
+    *misses = atomic_load(&cache_misses);
+}
+
+static uint64_t fnv_step(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+#define FNV_START 0xcbf29ce484222325ull
+
+static void cache_put(const char *path, size_t n, uint64_t h, dev_t dev, ino_t ino)
+{
+    struct cache_slot *c = &cache[h & (CACHE_SLOTS - 1)];
+    if (n >= CACHE_PATH_MAX || !slot_take(c))
+        return;
+    memcpy(c->path, path, n);
+    c->len = (unsigned)n;
+    c->dev = dev;
+    c->ino = ino;
+    slot_give(c);
+}
+
+/* /proc is not remembered: its directories come and go with processes and
+ * its links are not symlinks (is_proc_self and the /proc case below). */
+static bool cacheable(const char *path, size_t n)
+{
+    return n > 1 && n < CACHE_PATH_MAX &&
+           !(n >= 5 && memcmp(path, "/proc", 5) == 0 && (n == 5 || path[5] == '/'));
+}
+
+/* The longest prefix of the absolute REST, made of whole components that
+ * are neither "." nor ".." and followed by at least one more component,
+ * that is a remembered directory still there as it was: copied into OUT
+ * (*OL its length) and the position in REST after it returned; else REST.
+ * One lstat for a hit, none for a miss. */
+static const char *cache_recall(const char *rest, char *out, size_t *ol, size_t outsz)
+{
+    size_t ends[CACHE_DEPTH_MAX];
+    uint64_t hashes[CACHE_DEPTH_MAX];
+    int k = 0;
+    uint64_t h = FNV_START;
+    const char *p = rest;
+
+    if (rest[0] != '/')
+        return rest;
+    /* Only single slashes: the key is the folded spelling. */
+    while (k < CACHE_DEPTH_MAX && p[0] == '/' && p[1] != '/' && p[1] != '\0') {
+        const char *c = p + 1, *e = c;
+        while (*e != '\0' && *e != '/')
+            e++;
+        size_t n = (size_t)(e - c);
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            break;
+        if (*e != '/' || e[1] == '\0' || e[1] == '/')
+            break;              /* the last component is the caller's */
+        h = fnv_step(h, p, (size_t)(e - p));
+        if ((size_t)(e - rest) >= CACHE_PATH_MAX)
+            break;
+        ends[k] = (size_t)(e - rest);
+        hashes[k] = h;
+        k++;
+        p = e;
+    }
+    while (k-- > 0) {
+        size_t n = ends[k];
+        struct cache_slot *c = &cache[hashes[k] & (CACHE_SLOTS - 1)];
+        if (!cacheable(rest, n) || n >= outsz || !slot_take(c))
+            continue;
+        bool same = c->len == n && memcmp(c->path, rest, n) == 0;
+        dev_t dev = c->dev;
+        ino_t ino = c->ino;
+        slot_give(c);
+        if (!same)
+            continue;
+        /* The longest remembered one decides: checked once, and on a
+         * mismatch forgotten and the walk made from the root. */
+        memcpy(out, rest, n);
+        out[n] = '\0';
+        struct stat st;
+        if (lstat(out, &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == dev &&
+            st.st_ino == ino) {
+            atomic_fetch_add_explicit(&cache_hits, 1, memory_order_relaxed);
+            *ol = n;
+            return rest + n;
+        }
+        if (slot_take(c)) {
+            if (c->len == n && memcmp(c->path, rest, n) == 0)
+                c->len = 0;
+            slot_give(c);
+        }
+        out[0] = '/';
+        out[1] = '\0';
+        break;
+    }
+    atomic_fetch_add_explicit(&cache_misses, 1, memory_order_relaxed);
+    return rest;
+}
+
+/* Remembers OUT[0..*DIR_LEN), the deepest directory a walk went through,
+ * before OUT is cut back (by "..", a symlink, a fold) or at the end; then
+ * forgets it. */
+static void remember_walked(const char *out, size_t *dir_len, const struct stat *st)
+{
+    if (*dir_len > 0 && cacheable(out, *dir_len))
+        cache_put(out, *dir_len, fnv_step(FNV_START, out, *dir_len), st->st_dev, st->st_ino);
+    *dir_len = 0;
+}
+
 /*
  * Component by component, like the kernel's lookup: OUT holds the resolved
  * part (no symlinks, so ".." in what follows is its physical parent), REST
@@ -264,6 +440,13 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
     }
 
     const char *p = rest;
+    /* The deepest directory walked since OUT was last cut back (OUT's
+     * length then, its identity): remembered before the next cut. */
+    bool use_cache = own_view(view) && atomic_load_explicit(&cache_on, memory_order_relaxed);
+    size_t dir_len = 0;
+    struct stat dir_st = {0}, st;
+    if (use_cache)
+        p = cache_recall(rest, out, &ol, outsz);
     for (;;) {
         size_t cn;
         p = next_comp(p, &cn);
@@ -279,6 +462,8 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
 
         if ((cn == 1 && p[0] == '.') || (cn == 2 && p[0] == '.' && p[1] == '.')) {
             /* OUT has no symlink in it: its ".." is the physical parent */
+            if (cn == 2)
+                remember_walked(out, &dir_len, &dir_st);
             if (cn == 2 && fold_into(out, &ol, outsz, "..") < 0)
                 return -1;
             p = after;
@@ -297,14 +482,19 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
             proc_self_in_view(view, out, &ol, outsz);
         }
 
-        ssize_t ln = view_look(view, out, link, sizeof(link));
+        ssize_t ln = view_look(view, out, link, sizeof(link), &st);
         if (ln < 0) {
             /* not there (or cannot be looked at): keep the rest as written */
+            remember_walked(out, &dir_len, &dir_st);
             if (fold_into(out, &ol, outsz, after) < 0)
                 return -1;
             break;
         }
         if (ln == 0) {
+            if (use_cache && !last && S_ISDIR(st.st_mode)) {
+                dir_len = ol;
+                dir_st = st;
+            }
             p = after;
             continue;
         }
@@ -313,6 +503,7 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
          * name of what it opens (a rule can name it), unless the caller
          * must know a memfd when it sees one (the supervisor refuses to
          * run one). */
+        remember_walked(out, &dir_len, &dir_st);
         if (strncmp(out, "/proc/", 6) == 0 &&
             (link[0] != '/' || strncmp(link, "/memfd:", 7) == 0)) {
             if ((flags & POLICY_PATH_MEMFD_NAME) && strncmp(link, "/memfd:", 7) == 0) {
@@ -345,6 +536,7 @@ int policy_path_resolve_in(const struct policy_path_view *view, const char *base
         }
         out[ol] = '\0';
     }
+    remember_walked(out, &dir_len, &dir_st);
     return 0;
 }
 

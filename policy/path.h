@@ -36,10 +36,12 @@
  *    take a backslash inside "..." literally, and so judged another script
  *    than the guard for `sh -c "echo \"x\""`.)
  *
- * Memory: nothing here allocates; every output buffer is the caller's.  The
- * preload calls these on its hot path: folding makes no system call;
- * resolving in the caller's own view makes lstat and readlink only, one
- * each per component; searching makes only the probe's calls.
+ * Memory: nothing here allocates; every output buffer is the caller's (the
+ * directory cache is one static table).  The preload calls these on its
+ * hot path: folding makes no system call; resolving in the caller's own
+ * view makes lstat and readlink only, one each per component walked
+ * (with the cache on, one lstat stands for a remembered directory);
+ * searching makes only the probe's calls.
  *
  * Errors: 0, or -1 with errno (ENAMETOOLONG, ELOOP, ENOENT, EACCES); the
  * word splitter returns a count or -1.
@@ -83,6 +85,40 @@ struct policy_path_view {
  * its /proc/self.  -1/ELOOP on a symlink loop (40 links), -1/ENAMETOOLONG. */
 int policy_path_resolve_in(const struct policy_path_view *view, const char *base,
                            const char *path, unsigned flags, char *out, size_t outsz);
+
+/*
+ * Remembered directories (off until enabled; the preload enables it).
+ * Resolving walks every component with lstat; with the cache on, the
+ * deepest directory each resolution walked is remembered, per process, in
+ * a fixed table (256 slots of directories up to 239 bytes; /proc never),
+ * with the (dev, ino) lstat gave it.  A later resolution whose path starts
+ * with a remembered directory checks it with one lstat (same dev and ino,
+ * a directory, not a symlink) and walks only what follows; on a mismatch
+ * the entry is forgotten and the walk starts from the root.  Only the
+ * caller's own view uses it.  Thread- and async-signal-safe (a slot in use
+ * is a miss), no allocation.
+ *
+ * What the one lstat cannot see, and why it is accepted: a directory ABOVE
+ * the remembered one that was renamed elsewhere and replaced by a symlink
+ * to its new place ("mv /w/a /z/a; ln -s /z/a /w/a" with /w/a/b
+ * remembered).  The lstat of /w/a/b then finds the same directory, and a
+ * path below it is judged by its old name /w/a/b/... where a fresh walk
+ * says /z/a/b/....  Making that switch takes a rename the guard judges at
+ * both ends (the source also for reading), so an agent can do it only
+ * with a directory it may already read and move into a place it may
+ * write; and what it reaches is that same directory.  The remembered
+ * directory itself replaced by anything (a symlink, another directory, a
+ * mount) is seen.  Like every check the guard makes before the call, it
+ * cannot stop a swap after the check (the kernel layer is the wall).
+ */
+void policy_path_cache_enable(bool on);
+
+/* Forgets every remembered directory (a chroot, a new mount namespace). */
+void policy_path_cache_flush(void);
+
+/* Resolutions that started from a remembered directory, and those that
+ * found none (for tests and benchmarks). */
+void policy_path_cache_stats(unsigned long *hits, unsigned long *misses);
 
 /* policy_path_resolve_in in the caller's own view. */
 int policy_path_resolve(const char *base, const char *path, bool nofollow,

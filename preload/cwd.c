@@ -45,6 +45,23 @@ REAL_SLOT(clone);
         return rc_;                                 \
     } while (0)
 
+/* AROUND, and the remembered directories forgotten after the call. */
+#define AROUND_FLUSH(name, ...)                     \
+    do {                                            \
+        __typeof__(&name) real = REAL(name);        \
+        if (!real) {                                \
+            errno = ENOSYS;                         \
+            return -1;                              \
+        }                                           \
+        guard_cwd_changed();                        \
+        int rc_ = real(__VA_ARGS__);                \
+        int e_ = errno;                             \
+        guard_cwd_changed();                        \
+        policy_path_cache_flush();                  \
+        errno = e_;                                 \
+        return rc_;                                 \
+    } while (0)
+
 SBX_EXPORT int chdir(const char *path)
 {
     AROUND(chdir, path);
@@ -55,14 +72,19 @@ SBX_EXPORT int fchdir(int fd)
     AROUND(fchdir, fd);
 }
 
+/* A new root or mount namespace: the directories policy/path.c remembers
+ * may name other files now (it is told after the call too: a thread may
+ * resolve meanwhile). */
 SBX_EXPORT int chroot(const char *path)
 {
-    AROUND(chroot, path);
+    policy_path_cache_flush();
+    AROUND_FLUSH(chroot, path);
 }
 
 SBX_EXPORT int setns(int fd, int nstype)
 {
-    AROUND(setns, fd, nstype);
+    policy_path_cache_flush();
+    AROUND_FLUSH(setns, fd, nstype);
 }
 
 /* The real NAME, after switching the memory off when COND holds. */

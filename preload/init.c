@@ -188,6 +188,11 @@ static void load_policy(void)
     }
     const struct policy_info *info = policy_info(p);
     guard_max_write = info->max_write_bytes;
+    /* Resolving a path walks it with one lstat per component; remembered
+     * directories make that one lstat for the part already walked
+     * (policy/path.h says what that check cannot see). */
+    if (!guard_cwd_memo_is_off())
+        policy_path_cache_enable(true);
     guard_policy = p;
 }
 

@@ -171,9 +171,11 @@ SBX_EXPORT long syscall(long nr, ...)
         return setns((int)a, (int)b);
     case SYS_pivot_root: {
         guard_cwd_changed();
+        policy_path_cache_flush();
         long r = guard_sys(nr, a, b, c, d, e, f);
         int err = errno;
         guard_cwd_changed();
+        policy_path_cache_flush();
         errno = err;
         return r;
     }

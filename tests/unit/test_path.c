@@ -232,6 +232,92 @@ static void test_path_expand_uses_home_and_workspace(void **state)
     policy_free(p);
 }
 
+/* Resolves PATH (relative to tmp) with the directory cache off and on (cold,
+ * then warm) and asserts that all three agree. */
+static void same_with_cache(const char *path, bool nofollow)
+{
+    char fresh[BIG], cold[BIG], warm[BIG];
+    policy_path_cache_enable(false);
+    assert_int_equal(policy_path_resolve(tmp, path, nofollow, fresh, sizeof fresh), 0);
+    policy_path_cache_enable(true);
+    assert_int_equal(policy_path_resolve(tmp, path, nofollow, cold, sizeof cold), 0);
+    assert_int_equal(policy_path_resolve(tmp, path, nofollow, warm, sizeof warm), 0);
+    policy_path_cache_enable(false);
+    assert_string_equal(cold, fresh);
+    assert_string_equal(warm, fresh);
+}
+
+static void test_path_cache_resolves_every_path_as_a_fresh_walk_does(void **state)
+{
+    (void)state;
+    unsigned long h0, m0, h1, m1;
+    mk("k/");
+    mk("k/a/");
+    mk("k/a/b/");
+    mk("k/a/b/c/");
+    mk("k/a/b/c/f");
+    mk("k/t/");
+    mk("k/t/g");
+    ln("../../t", "k/a/b/up");
+    ln("/etc", "k/a/etc");
+    policy_path_cache_stats(&h0, &m0);
+    same_with_cache("k/a/b/c/f", false);
+    same_with_cache("k/a/b/c/missing/x", false);
+    same_with_cache("k/a/b/c/../c/f", false);
+    same_with_cache("k/a/b/up/g", false);
+    same_with_cache("k/a/b/up", true);
+    same_with_cache("k/a/b/up/../t/g", false);
+    same_with_cache("k/a/etc/hosts", false);
+    same_with_cache("k//a/b/./c/f", false);
+    same_with_cache("/proc/self/fd/0", false);
+    policy_path_cache_stats(&h1, &m1);
+    assert_true(h1 > h0);           /* the warm runs started from the cache */
+}
+
+static void test_path_cache_sees_a_remembered_directory_replaced_by_a_symlink(void **state)
+{
+    (void)state;
+    char from[BIG], to[BIG];
+    mk("r/");
+    mk("r/d/");
+    mk("r/d/e/");
+    mk("r/d/e/f");
+    mk("r/secret/");
+    mk("r/secret/f");
+    policy_path_cache_enable(true);
+    res("r/d/e/f", false, "r/d/e/f");
+    res("r/d/e/f", false, "r/d/e/f");      /* r/d/e is remembered now */
+    snprintf(from, sizeof from, "%s/r/d/e", tmp);
+    snprintf(to, sizeof to, "%s/r/moved", tmp);
+    assert_int_equal(rename(from, to), 0);
+    ln("../secret", "r/d/e");
+    res("r/d/e/f", false, "r/secret/f");
+    policy_path_cache_enable(false);
+}
+
+static void test_path_cache_sees_a_directory_above_replaced_by_a_symlink(void **state)
+{
+    (void)state;
+    char from[BIG], to[BIG];
+    mk("u/");
+    mk("u/d/");
+    mk("u/d/e/");
+    mk("u/d/e/f");
+    mk("u/other/");
+    mk("u/other/e/");
+    mk("u/other/e/f");
+    policy_path_cache_enable(true);
+    res("u/d/e/f", false, "u/d/e/f");
+    res("u/d/e/f", false, "u/d/e/f");
+    /* u/d (above the remembered u/d/e) becomes a symlink to another tree */
+    snprintf(from, sizeof from, "%s/u/d", tmp);
+    snprintf(to, sizeof to, "%s/u/old", tmp);
+    assert_int_equal(rename(from, to), 0);
+    ln("other", "u/d");
+    res("u/d/e/f", false, "u/other/e/f");
+    policy_path_cache_enable(false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +334,9 @@ int main(void)
         cmocka_unit_test(test_path_resolve_keeps_a_memfd_fd_path_as_written),
         cmocka_unit_test(test_path_resolve_follows_proc_self_root_and_cwd),
         cmocka_unit_test(test_path_expand_uses_home_and_workspace),
+        cmocka_unit_test(test_path_cache_resolves_every_path_as_a_fresh_walk_does),
+        cmocka_unit_test(test_path_cache_sees_a_remembered_directory_replaced_by_a_symlink),
+        cmocka_unit_test(test_path_cache_sees_a_directory_above_replaced_by_a_symlink),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
