@@ -6,13 +6,18 @@
  *   mkdir of a path that exists, when the path or its parent directory is
  *   readable under the read rules: EEXIST (mkdir -p, Node's
  *   mkdirSync(dir, { recursive: true }) on a directory that is there);
- *   an open that does not create, of a path that does not exist, in a
- *   directory readable under the read rules: ENOENT (a probe for an
- *   optional configuration file).
+ *   an open that does not create, of a path that does not exist: ENOENT
+ *   (ENOTDIR where a component is a file; a probe for an optional configuration file, ~/.npmrc when there is
+ *   none), wherever it is.
  *
  * Readable parent: the agent can list it and see the name there or not, so
- * the answer tells it nothing new.  Anything else keeps EACCES and its row.
- * No allocation; one fstatat.
+ * the answer tells it nothing new.  A missing file tells it nothing new
+ * either, even in a directory it may not read: stat(2), which neither the
+ * guard nor the kernel layer judges (Landlock has no right for it), says
+ * the same ENOENT, and this fstatat runs in the agent's own process with
+ * its view and credentials (where the agent's stat would fail EACCES, so
+ * does this one, and the answer stays EACCES).  Anything else keeps EACCES
+ * and its row.  No allocation; one fstatat.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,13 +52,15 @@ int guard_benign_errno(enum sbx_op op, int flags, const char *lex)
     bool missing = r == -ENOENT || r == -ENOTDIR;
     if (mk ? r != 0 : !missing)
         return 0;
+    if (!mk)
+        return (int)-r;         /* ENOENT, or ENOTDIR as the kernel says */
     memcpy(parent, lex, strlen(lex) + 1);
     char *slash = strrchr(parent, '/');
     if (slash == parent)
         slash[1] = '\0';        /* "/x": the parent is "/" */
     else
         *slash = '\0';
-    if (!readable(parent) && !(mk && readable(lex)))
+    if (!readable(parent) && !readable(lex))
         return 0;
-    return mk ? EEXIST : ENOENT;
+    return EEXIST;
 }

@@ -2,8 +2,8 @@
 # The errno rule (docs/policy.md): a denial never changes a program's
 # success path where the kernel's own answer reveals nothing the policy
 # hides.  mkdir of a visible directory that exists gives EEXIST, an open of
-# a missing file in a readable directory gives ENOENT, and neither is a
-# denial row; everything else keeps EACCES and its row.
+# a missing file gives ENOENT (stat says as much), and neither is a denial
+# row; everything else keeps EACCES and its row.
 . "$(dirname "$0")/../lib.sh"
 
 DEFAULT="$POLICIES/default.yaml"
@@ -58,21 +58,31 @@ test_an_open_of_a_missing_file_in_a_readable_directory_gives_enoent_and_no_denia
     done
 }
 
-test_a_secret_that_exists_and_a_missing_file_in_a_hidden_directory_stay_denied() {
+test_a_secret_that_exists_stays_denied_and_a_missing_one_in_a_hidden_directory_is_enoent() {
     echo SECRET_TOKEN_errno > .env
     mkdir -p "$HOME/.config/tool"
+    echo "//registry.npmjs.org/:_authToken=SECRET_TOKEN_npmrc" > "$HOME/.config/tool/present.json"
     for iso in none auto; do
         rc=0
         out=$(guard --isolation "$iso" --name "ex-$iso" --policy "$DEFAULT" -- sh -c "
-            cat .env; cat '$HOME/.config/tool/missing.json'; mkdir '$HOME/.config'" 2>&1) || rc=$?
+            cat .env; cat '$HOME/.config/tool/present.json'
+            cat '$HOME/.config/tool/missing.json'; cat '$HOME/.npmrc'
+            mkdir '$HOME/.config'" 2>&1) || rc=$?
         assert_not_contains "$out" SECRET_TOKEN "$iso"
         assert_contains "$out" "cat: .env: Permission denied" "$iso"
-        # The home is not readable: whether a file is there is the policy's
-        # to hide, so its absence is a denial like any other.
-        assert_contains "$out" "missing.json: Permission denied" "$iso"
+        assert_contains "$out" "present.json: Permission denied" "$iso"
+        # The home is not readable, but stat(2) (judged by nothing) already
+        # says whether a name is there: a missing one is ENOENT, no row.
+        assert_contains "$out" "missing.json: No such file or directory" "$iso"
+        assert_contains "$out" ".npmrc: No such file or directory" "$iso"
         assert_contains "$out" "cannot create directory '$HOME/.config': Permission denied" "$iso"
         expect_row "agent=ex-$iso" op=open-read decision=deny "target~/.env"
-        expect_row "agent=ex-$iso" op=open-read decision=deny "target~/missing.json"
+        expect_row "agent=ex-$iso" op=open-read decision=deny "target~/present.json"
+        rows > "$T/rows.json"
+        ! has_row "agent=ex-$iso" decision=deny "target~/missing.json" < "$T/rows.json" ||
+            fail "a denial row for a missing file in a hidden directory ($iso)"
+        ! has_row "agent=ex-$iso" decision=deny "target~/.npmrc" < "$T/rows.json" ||
+            fail "a denial row for a missing ~/.npmrc ($iso)"
     done
 }
 
