@@ -176,8 +176,6 @@ void guard_cwd_changed(void);
 /* This process may change directory where we cannot see it: never remember
  * the current directory again. */
 void guard_cwd_memo_off(void);
-/* True once guard_cwd_memo_off was called in this process. */
-bool guard_cwd_memo_is_off(void);
 
 /* policy_path_lexical of PATH against DIRFD's directory (which is looked up only when
  * PATH is relative). */

@@ -191,8 +191,7 @@ static void load_policy(void)
     /* Resolving a path walks it with one lstat per component; remembered
      * directories make that one lstat for the part already walked
      * (policy/path.h says what that check cannot see). */
-    if (!guard_cwd_memo_is_off())
-        policy_path_cache_enable(true);
+    policy_path_cache_enable(true);
     guard_policy = p;
 }
 

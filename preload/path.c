@@ -105,14 +105,10 @@ void guard_cwd_changed(void)
 void guard_cwd_memo_off(void)
 {
     atomic_store(&cwd_off, true);
-    /* The same child may have another root or mount namespace while it
-     * shares our memory: policy/path.c's remembered directories go too. */
-    policy_path_cache_enable(false);
-}
-
-bool guard_cwd_memo_is_off(void)
-{
-    return atomic_load(&cwd_off);
+    /* policy/path.c's remembered directories stay: they are absolute, and
+     * each is checked by its (dev, ino) before use, which a child sharing
+     * our memory cannot change for us; a new root or namespace (chroot,
+     * setns, pivot_root) empties them for both (cwd.c). */
 }
 
 /* The coarse clock: a read of the vDSO's last tick, ~8 ns against ~36 ns
