@@ -31,6 +31,11 @@ int guard_make_write_roots(const struct policy *p)
     for (size_t i = 0; i < n; i++) {
         if (r[i].pattern == NULL || policy_glob_root(r[i].pattern, root, sizeof root) < 0)
             continue;
+        /* A pattern without a wildcard may name a file (~/.claude.json,
+         * ~/.local/bin/claude): making a directory there would break the
+         * tool that writes it. */
+        if (strcmp(root, r[i].pattern) == 0)
+            continue;
         if (!below(root, pi->home) || lstat(root, &st) == 0 || errno != ENOENT)
             continue;
         /* Only the last segment is created: its parent must be there. */

@@ -10,7 +10,9 @@
  * sbx-guard creates a missing write root under the policy's home whose
  * parent exists (mode 0700, as the tools would): ~/.cache in any home,
  * ~/go/pkg/mod only where ~/go/pkg is.  Nothing outside the home is
- * created, nor the home itself.
+ * created, nor the home itself, nor the root of a pattern without a
+ * wildcard (it may name a file: ~/.claude.json).  Made in every isolation
+ * mode, so that tools see the same home with the guard alone.
  */
 #ifndef SBX_GUARD_DIRS_H
 #define SBX_GUARD_DIRS_H

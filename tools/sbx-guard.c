@@ -823,9 +823,12 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
     char why[512];
     char *argv0 = r->o.cmd[0];
     r->o.cmd[0] = prog;
-    /* The kernel layer grants only write roots that exist (guard_dirs.h). */
-    if (r->o.isolation != ISO_NONE)
-        guard_make_write_roots(r->pol);
+    /* The kernel layer grants only write roots that exist (guard_dirs.h);
+     * made in every mode, so that a tool behaves the same with the guard
+     * alone: pip opens the nearest existing parent of its cache to check
+     * its owner, which is the hidden home when ~/.cache is missing (and
+     * then runs with its cache disabled). */
+    guard_make_write_roots(r->pol);
     /* Where the run's rows begin: before the agent can write any. */
     struct guard_notice_run nr = {
         .audit_db = r->db_abs, .agent = r->name, .run_id = r->run_id,

@@ -1,9 +1,9 @@
 #!/bin/sh
 # The errno rule (docs/policy.md): a denial never changes a program's
 # success path where the kernel's own answer reveals nothing the policy
-# hides.  mkdir of a visible directory that exists gives EEXIST, an open of
-# a missing file gives ENOENT (stat says as much), and neither is a denial
-# row; everything else keeps EACCES and its row.
+# hides.  mkdir of a directory that exists gives EEXIST, an open of a
+# missing file gives ENOENT (stat says as much wherever the path is), and
+# neither is a denial row; everything else keeps EACCES and its row.
 . "$(dirname "$0")/../lib.sh"
 
 DEFAULT="$POLICIES/default.yaml"
@@ -58,7 +58,7 @@ test_an_open_of_a_missing_file_in_a_readable_directory_gives_enoent_and_no_denia
     done
 }
 
-test_a_secret_that_exists_stays_denied_and_a_missing_one_in_a_hidden_directory_is_enoent() {
+test_a_secret_that_exists_stays_denied_and_in_a_hidden_directory_missing_is_enoent_existing_is_eexist() {
     echo SECRET_TOKEN_errno > .env
     mkdir -p "$HOME/.config/tool"
     echo "//registry.npmjs.org/:_authToken=SECRET_TOKEN_npmrc" > "$HOME/.config/tool/present.json"
@@ -75,7 +75,8 @@ test_a_secret_that_exists_stays_denied_and_a_missing_one_in_a_hidden_directory_i
         # says whether a name is there: a missing one is ENOENT, no row.
         assert_contains "$out" "missing.json: No such file or directory" "$iso"
         assert_contains "$out" ".npmrc: No such file or directory" "$iso"
-        assert_contains "$out" "cannot create directory '$HOME/.config': Permission denied" "$iso"
+        # ... and so does an existing directory there: mkdir is EEXIST.
+        assert_contains "$out" "cannot create directory '$HOME/.config': File exists" "$iso"
         expect_row "agent=ex-$iso" op=open-read decision=deny "target~/.env"
         expect_row "agent=ex-$iso" op=open-read decision=deny "target~/present.json"
         rows > "$T/rows.json"
@@ -83,6 +84,13 @@ test_a_secret_that_exists_stays_denied_and_a_missing_one_in_a_hidden_directory_i
             fail "a denial row for a missing file in a hidden directory ($iso)"
         ! has_row "agent=ex-$iso" decision=deny "target~/.npmrc" < "$T/rows.json" ||
             fail "a denial row for a missing ~/.npmrc ($iso)"
+        ! has_row "agent=ex-$iso" op=mkdir decision=deny < "$T/rows.json" ||
+            fail "a denial row for mkdir of an existing directory in a hidden home ($iso)"
+        # A directory that is not there is still a denial.
+        rc=0; out=$(guard --isolation "$iso" --name "ex2-$iso" --policy "$DEFAULT" -- \
+            mkdir "$HOME/.config/sbx-new" 2>&1) || rc=$?
+        assert_contains "$out" "Permission denied" "$iso"
+        expect_row "agent=ex2-$iso" op=mkdir decision=deny "target~/sbx-new"
     done
 }
 

@@ -152,4 +152,19 @@ test_missing_tool_caches_in_the_home_are_writable_under_the_kernel_layer() {
     assert_eq "$(stat -c %a "$HOME/.npm")" 700 "mode of the created ~/.npm"
 }
 
+# The same with the guard alone, so a tool sees the same home in every mode
+# (pip checks the owner of its cache's nearest existing parent, which would
+# be the hidden home); and a write root without a wildcard may be a file:
+# it is not made a directory.
+test_missing_tool_caches_are_made_with_the_guard_alone_and_files_are_not_made_directories() {
+    mkdir -p "$HOME/.local/bin"
+    rc=0
+    out=$(guard --isolation none --policy "$POLICIES/claude-code.yaml" --         sh -c 'echo cached > ~/.cache/f && echo "{}" > ~/.claude.json' 2>&1) || rc=$?
+    assert_eq "$rc" 0 "writing ~/.cache and ~/.claude.json: $out"
+    assert_eq "$(cat "$HOME/.cache/f")" cached
+    [ -f "$HOME/.claude.json" ] || fail "~/.claude.json is not a regular file"
+    assert_file_absent "$HOME/.local/bin/claude"
+    [ -d "$HOME/.cargo" ] || fail "~/.cargo (the root of cargo's lock files) was not made"
+}
+
 run_tests
