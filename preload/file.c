@@ -270,6 +270,10 @@ static int judge_open_mode(int dirfd, const char *path, int flags)
     struct guard_judged j;
     int err = guard_judge_path(open_op(flags), dirfd, path, false,
                                (flags & O_ACCMODE) == O_RDWR, &j);
+    /* The errno rule as for open(2): vim's fopen of a missing ~/.viminfo
+     * is ENOENT, not a denial. */
+    if (!err && j.gv.v.decision == SBX_DENY)
+        err = guard_benign_errno(open_op(flags), flags, j.lex);
     if (!err)
         err = guard_record(&j.gv, NULL, 0, j.note);
     guard_leave();

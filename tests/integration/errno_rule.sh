@@ -31,6 +31,23 @@ test_mkdir_of_an_existing_visible_directory_gives_eexist_and_no_denial() {
     done
 }
 
+test_an_fopen_of_a_missing_file_in_the_hidden_home_gives_enoent_and_no_denial() {
+    command -v python3 >/dev/null 2>&1 || skip "python3 is not installed"
+    for iso in none auto; do
+        # fopen(3) itself, as vim reads ~/.viminfo
+        out=$(guard --isolation "$iso" --name "fo-$iso" --policy "$DEFAULT" -- python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fopen.restype = ctypes.c_void_p
+f = libc.fopen(os.path.expanduser("~/.viminfo").encode(), b"r")
+print("fopen:", f, os.strerror(ctypes.get_errno()))' 2>&1) || fail "python3 under $iso: $out"
+        assert_contains "$out" "fopen: None No such file or directory" "$iso"
+        rows > "$T/rows.json"
+        ! has_row "agent=fo-$iso" decision=deny "target~/.viminfo" < "$T/rows.json" ||
+            fail "a denial row for an fopen of a missing ~/.viminfo ($iso)"
+    done
+}
+
 test_node_mkdirsync_recursive_works_on_an_existing_directory() {
     command -v node >/dev/null 2>&1 || skip "node is not installed (make deps)"
     for iso in none auto; do
