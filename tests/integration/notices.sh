@@ -50,7 +50,7 @@ test_under_notify_stderr_a_denial_is_told_on_sbx_guard_s_stderr_not_in_the_agent
         assert_contains "$(cat agent.err)" "Permission denied" "the agent's own stderr ($iso)"
         assert_not_contains "$(cat agent.err)" "sbx:" "the agent's own stderr ($iso)"
         assert_eq "$(notice_lines "$T/guard.err")" \
-"sbx: denied open-read .env (files.read.deny \"**/.env\", $POLICIES/default.yaml:81)
+"sbx: denied open-read .env (files.read.deny \"**/.env\", $POLICIES/default.yaml:86)
 sbx: 1 denial (1 distinct); sbx-audit query --agent s1-$iso --decision deny" "sbx-guard's stderr ($iso)"
     done
 }
