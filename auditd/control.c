@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <pwd.h>
@@ -241,10 +242,73 @@ static void do_resume(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     a->ref = ref;
     a->uid = c->uid;
     a->guard_pid = (pid_t)guard_pid;
+    a->resumed = true;
     registry_agent_add(d, a, c);
     daemon_log("agent %s resumed after a daemon restart: run %s, guard pid %d", a->name,
                a->run_id, (int)guard_pid);
     reply_ok(c);
+}
+
+/* KEEP: sbx-guard's second connection, where the daemon sends a copy of
+ * each ring of its agent (rings_feed_keeper) and where, after a restart,
+ * the guard hands them back (ADOPT).  Only the agent's guard: the process
+ * whose connection registered or resumed the run, with its token. */
+static void do_keep(struct daemon *d, struct conn *c, const struct sbx_msg *m)
+{
+    static const char *const keys[] = { "run_id", "token", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    const char *run_id = sbx_msg_get(m, "run_id"), *token = sbx_msg_get(m, "token");
+    if (c->agent || c->keeps)
+        return reply_err(c, "KEEP needs a connection of its own");
+    struct agent *a = run_id && token ? registry_agent_by_token(d, run_id, token) : NULL;
+    if (!a)
+        return reply_err(c, "KEEP: unknown run or wrong token");
+    if (!a->guard || a->guard->closing || a->guard->pid != c->pid)
+        return reply_err(c, "KEEP is for the agent's sbx-guard (pid %d)",
+                         a->guard ? (int)a->guard->pid : 0);
+    if (a->keeper && !a->keeper->closing)
+        return reply_err(c, "the agent's rings are kept already");
+    a->keeper = c;
+    c->keeps = a;
+    reply_ok(c);
+    rings_feed_keeper(d);
+}
+
+/* ADOPT pid since + SCM_RIGHTS {memfd[, pidfd]}, on a KEEP connection
+ * after a restart: a ring the first daemon read, which its process may not
+ * be able to hand in itself (it was SIGKILLed meanwhile).  Checked as
+ * hostile input (rings_adopt); a refusal is logged and answered, and the
+ * guard's other rings are taken all the same. */
+static void do_adopt(struct daemon *d, struct conn *c, const struct sbx_msg *m, const int *fds,
+                     int nfds)
+{
+    static const char *const keys[] = { "pid", "since", NULL };
+    char err[256];
+    if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
+        return reply_err(c, "%s", err);
+    struct agent *a = c->keeps;
+    if (!a || a->ended)
+        return reply_err(c, "ADOPT needs a KEEP connection of a running agent");
+    const char *p = sbx_msg_get(m, "pid"), *s = sbx_msg_get(m, "since"), *e = NULL;
+    long long pid = p ? strtonum(p, 1, 0x7fffffff, &e) : 0;
+    long long since = !e && s ? strtonum(s, 0, LLONG_MAX, &e) : 0;
+    if (!p || e || nfds < 1 || nfds > 2)
+        return reply_err(c, "ADOPT needs pid, since and the ring's memfd (and its pidfd)");
+    int rc = rings_adopt(d, a, fds[0], nfds == 2 ? fds[1] : -1, (pid_t)pid, c->uid,
+                         (uint64_t)since, err, sizeof err);
+    if (rc < 0) {
+        daemon_log_limited(&d->agent_log, "agent %s: REFUSED a ring handed over by its guard "
+                           "(pid %lld): %s", a->name, pid, err);
+        return reply_err(c, "ring of pid %lld refused: %s", pid, err);
+    }
+    if (rc > 0)
+        daemon_log_limited(&d->agent_log, "agent %s: took over the ring of pid %lld from its "
+                           "guard", a->name, pid);
+    sbx_msg_start(&outbuf, "OK");
+    sbx_msg_add(&outbuf, "held", rc > 0 ? "new" : "already");
+    send_out(c);
 }
 
 static bool lifecycle(enum sbx_op op)
@@ -643,6 +707,8 @@ bool ctl_watching(const struct daemon *d)
 void ctl_tick(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
+    /* Rings a keeper could not take at once (its socket was full). */
+    rings_feed_keeper(d);
     look_at_stopped_guards(d, now);
     for (struct agent *a = d->agents, *next; a; a = next) {
         next = a->next;
@@ -726,40 +792,74 @@ void ctl_accept(struct daemon *d)
     }
 }
 
+/* One message of N bytes in inbuf (FLAGS: recvmsg's), with the descriptors
+ * FDS it carried (closed by the caller). */
+static void conn_message(struct daemon *d, struct conn *c, ssize_t n, int flags, const int *fds,
+                         int nfds)
+{
+    if (n <= 0)
+        return conn_close(d, c);
+    if (flags & MSG_TRUNC)
+        return reply_err(c, "message larger than %d bytes", SBX_CTL_MAX);
+    if (flags & MSG_CTRUNC)
+        return reply_err(c, "too many descriptors with the message");
+    struct sbx_msg m;
+    char err[256];
+    if (sbx_msg_parse(inbuf, (size_t)n, &m, err, sizeof err) < 0)
+        return reply_err(c, "malformed message: %s", err);
+    if (strcmp(m.verb, "ADOPT") == 0)
+        return do_adopt(d, c, &m, fds, nfds);
+    if (nfds)
+        return reply_err(c, "descriptors come only with ADOPT");
+    if (c->keeps && strcmp(m.verb, "KEEP") != 0)
+        return reply_err(c, "a KEEP connection takes ADOPT only");
+    if (strcmp(m.verb, "REGISTER") == 0)
+        do_register(d, c, &m);
+    else if (strcmp(m.verb, "EVENT") == 0)
+        do_event(d, c, &m);
+    else if (strcmp(m.verb, "RESUME") == 0)
+        do_resume(d, c, &m);
+    else if (strcmp(m.verb, "KEEP") == 0)
+        do_keep(d, c, &m);
+    else if (strcmp(m.verb, "EXIT") == 0)
+        do_exit(d, c, &m);
+    else if (strcmp(m.verb, "DONE") == 0)
+        do_done(c, &m);
+    else if (strcmp(m.verb, "KILL") == 0)
+        do_kill(d, c, &m);
+    else if (strcmp(m.verb, "SYNC") == 0)
+        do_sync(d, c);
+    else
+        reply_err(c, "unknown request '%s'", m.verb);
+}
+
 void conn_on_event(struct daemon *d, struct conn *c, uint32_t events)
 {
     if (c->closing)
         return;
     if (events & EPOLLIN) {
+        /* Descriptors come only with ADOPT; any others are closed. */
+        union {
+            char buf[CMSG_SPACE(4 * sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
         struct iovec iov = { .iov_base = inbuf, .iov_len = SBX_CTL_MAX };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-        ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+                             .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+        ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
-        if (n <= 0)
-            return conn_close(d, c);
-        if (mh.msg_flags & MSG_TRUNC)
-            return reply_err(c, "message larger than %d bytes", SBX_CTL_MAX);
-        struct sbx_msg m;
-        char err[256];
-        if (sbx_msg_parse(inbuf, (size_t)n, &m, err, sizeof err) < 0)
-            return reply_err(c, "malformed message: %s", err);
-        if (strcmp(m.verb, "REGISTER") == 0)
-            do_register(d, c, &m);
-        else if (strcmp(m.verb, "EVENT") == 0)
-            do_event(d, c, &m);
-        else if (strcmp(m.verb, "RESUME") == 0)
-            do_resume(d, c, &m);
-        else if (strcmp(m.verb, "EXIT") == 0)
-            do_exit(d, c, &m);
-        else if (strcmp(m.verb, "DONE") == 0)
-            do_done(c, &m);
-        else if (strcmp(m.verb, "KILL") == 0)
-            do_kill(d, c, &m);
-        else if (strcmp(m.verb, "SYNC") == 0)
-            do_sync(d, c);
-        else
-            reply_err(c, "unknown request '%s'", m.verb);
+        int fds[4], nfds = 0;
+        if (n >= 0)
+            for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                    int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                    for (int i = 0; i < k && nfds < 4; i++)
+                        memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                }
+        conn_message(d, c, n, mh.msg_flags, fds, nfds);
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
         return;
     }
     if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))

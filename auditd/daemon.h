@@ -52,6 +52,10 @@ struct ring {
     int sock, pidfd;
     int spare;                  /* kept from accept to registration for the
                                  * pidfd: a ring accepted can always register */
+    int memfd;                  /* the ring's memory, kept until handed to
+                                 * its agent's keeper (sbx-guard), else -1 */
+    dev_t dev;                  /* the memory file: one ring struct each */
+    ino_t ino;
     struct sbx_ring_hdr *hdr;   /* NULL until registered */
     struct sbx_ring_slot *slots;
     uint64_t tail;              /* consumed (in the open batch) */
@@ -63,6 +67,7 @@ struct ring {
     bool dead;                  /* its process exited: final drain, then free */
     bool broken;                /* header corrupt: not read any more */
     bool killed_now;            /* rings_kill_agent: signalled in this call */
+    bool adopted;               /* handed over by sbx-guard after a restart */
 };
 
 /* A kill request from sbx-kill, waiting for guards to confirm. */
@@ -81,6 +86,9 @@ struct agent {
     char name[128], run_id[40], token[72];
     int64_t ref;                /* agents.id in the store */
     struct conn *guard;         /* NULL once the guard's connection ended */
+    struct conn *keeper;        /* sbx-guard's ring keeper (KEEP), or NULL */
+    bool resumed;               /* taken back after a restart (RESUME): its
+                                 * rings' memfds wait for its keeper */
     /* Freed once ended, with no guard, no ring and no kill in progress. */
     bool ended;
     bool soft_killed;
@@ -104,6 +112,7 @@ struct conn {
     uid_t uid;
     pid_t pid;
     struct agent *agent;        /* the agent this guard registered */
+    struct agent *keeps;        /* KEEP: the agent whose rings go here */
     int pidfd;                  /* the peer, taken at accept; -1 if none */
     struct killreq *kill;       /* a kill this client waits for */
     bool closing;               /* hung up: fd closed, freed by registry_reap */
@@ -207,6 +216,9 @@ void daemon_reserve_release(struct daemon *d);
 struct agent *registry_agent_new(struct daemon *d, const char *name);
 /* Puts A in the registry, its guard on connection GUARD. */
 void registry_agent_add(struct daemon *d, struct agent *a, struct conn *guard);
+/* The running agent of RUN_ID if TOKEN is its secret (compared in
+ * constant time), else NULL. */
+struct agent *registry_agent_by_token(struct daemon *d, const char *run_id, const char *token);
 /* Frees an agent that registry_agent_add never saw. */
 void registry_agent_discard(struct agent *a);
 /* A connection on FD, in epoll and the registry; NULL on failure (FD is
@@ -287,6 +299,21 @@ void rings_set_killed(struct daemon *d, struct agent *a);
 int rings_kill_agent(struct daemon *d, struct agent *a, char *pids, size_t size);
 /* Marks every ring gone (shutdown). */
 void rings_mark_gone(struct daemon *d);
+/* The ring hand-over (docs/audit.md).  Sends each registered ring's memfd
+ * (with its pid, uid, registration time and pidfd) that has not gone yet to
+ * its agent's keeper connection, sbx-guard's, which keeps a copy so that a
+ * later daemon can drain what a SIGKILLed process left in it. */
+void rings_feed_keeper(struct daemon *d);
+/* A ring handed over by A's sbx-guard after a restart: MEMFD (the ring),
+ * PIDFD (its process, or -1), the PID and SINCE_NS the first daemon
+ * recorded.  The memory is checked as hostile input (a sealed memfd of the
+ * ring's exact size, owned by UID, a header of this version); the pidfd
+ * must name PID while that process lives.  Reading resumes at the tail the
+ * first daemon published after its last commit, so nothing committed is
+ * taken twice.  1 adopted, 0 held already (its process registered it
+ * again), -1 refused with WHY.  The descriptors stay the caller's. */
+int rings_adopt(struct daemon *d, struct agent *a, int memfd, int pidfd, pid_t pid, uid_t uid,
+                uint64_t since_ns, char *why, size_t whysz);
 
 /* control.c */
 void ctl_accept(struct daemon *d);

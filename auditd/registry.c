@@ -38,6 +38,22 @@ void registry_agent_add(struct daemon *d, struct agent *a, struct conn *guard)
     d->agents = a;
 }
 
+struct agent *registry_agent_by_token(struct daemon *d, const char *run_id, const char *token)
+{
+    for (struct agent *a = d->agents; a; a = a->next) {
+        if (a->ended || strcmp(a->run_id, run_id) != 0)
+            continue;
+        size_t n = strlen(a->token);
+        if (strlen(token) != n)
+            return NULL;
+        unsigned char diff = 0;
+        for (size_t i = 0; i < n; i++)
+            diff |= (unsigned char)(a->token[i] ^ token[i]);
+        return diff == 0 ? a : NULL;
+    }
+    return NULL;
+}
+
 void registry_agent_discard(struct agent *a)
 {
     free(a);
@@ -83,6 +99,9 @@ void registry_conn_drop(struct daemon *d, struct conn *c)
     c->closing = true;
     if (c->agent && c->agent->guard == c)
         c->agent->guard = NULL;
+    if (c->keeps && c->keeps->keeper == c)
+        c->keeps->keeper = NULL;
+    c->keeps = NULL;
     if (c->kill)
         c->kill->from = NULL;
     c->kill = NULL;
@@ -129,6 +148,8 @@ void registry_reap(struct daemon *d)
         struct agent *a = *pp;
         if (agent_done(a)) {
             *pp = a->next;
+            if (a->keeper)
+                a->keeper->keeps = NULL;
             free(a);
         } else {
             pp = &a->next;

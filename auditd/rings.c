@@ -51,6 +51,7 @@ void rings_accept(struct daemon *d)
         }
         r->sock = fd;
         r->pidfd = -1;
+        r->memfd = -1;
         r->spare = spare;
         r->ep_sock = (struct ep){ EP_RING_SOCK, r };
         r->ep_pid = (struct ep){ EP_RING_PIDFD, r };
@@ -100,12 +101,86 @@ static struct agent *agent_by_run_id(struct daemon *d, const char *id)
 
 /* True if FD is memory we can map as a ring without fearing SIGBUS: a memfd
  * of the ring's size that can neither shrink nor grow. */
-static bool is_ring_memory(int fd)
+static bool is_ring_memory(int fd, struct stat *sb)
 {
-    struct stat sb;
     int seals = fcntl(fd, F_GET_SEALS);
-    return fstat(fd, &sb) == 0 && sb.st_size == SBX_RING_BYTES && seals >= 0 &&
+    return fstat(fd, sb) == 0 && S_ISREG(sb->st_mode) && sb->st_size == SBX_RING_BYTES &&
+           seals >= 0 &&
            (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW);
+}
+
+/* True when the header at H is one this daemon reads (magic, version and
+ * geometry: the layout of ring.h, nothing else). */
+static bool ring_header_ok(const struct sbx_ring_hdr *h)
+{
+    return h->magic == SBX_RING_MAGIC && h->version == SBX_RING_VERSION &&
+           h->nslots == SBX_RING_SLOTS && h->slot_size == SBX_RING_SLOT;
+}
+
+/* The live ring mapped from the memory file DEV:INO, if we read it
+ * already: one ring struct per ring, whoever hands it in (its process
+ * again after a restart, or sbx-guard). */
+static struct ring *ring_by_file(struct daemon *d, dev_t dev, ino_t ino)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->hdr && !r->broken && r->dev == dev && r->ino == ino)
+            return r;
+    return NULL;
+}
+
+/* Makes R the reader of the ring mapped at MAP (memory file SB), for
+ * process PID (PIDFD, or -1) of uid UID and agent A. */
+static void ring_attach(struct daemon *d, struct ring *r, void *map, const struct stat *sb,
+                        int pidfd, pid_t pid, uid_t uid, uint64_t since_ns, struct agent *a)
+{
+    struct sbx_ring_hdr *h = map;
+    r->hdr = h;
+    r->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
+    r->dev = sb->st_dev;
+    r->ino = sb->st_ino;
+    r->pidfd = pidfd;
+    r->pid = pid;
+    r->uid = uid;
+    r->since_ns = since_ns;
+    r->agent = a;
+    a->nrings++;
+    /* A re-registered or handed-over ring (its previous daemon stopped)
+     * resumes at the published tail, if that is sane: everything before
+     * it was committed by that daemon. */
+    uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail);
+    r->tail = r->committed = (tail <= head && head - tail <= SBX_RING_SLOTS) ? tail : head;
+    atomic_store(&h->killed, a->soft_killed ? 1u : 0u);
+    atomic_store(&h->sleeping, 0u);
+    atomic_store(&h->gone, 0u);
+    if (a->deadman && pidfd >= 0) {
+        /* Its agent was ended by the dead man's switch while this process
+         * was on its way: it goes the same way. */
+        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+            daemon_log_limited(&d->agent_log, "agent %s: pid %d registered after its agent "
+                               "was killed; killed", a->name, (int)pid);
+    }
+    if (pidfd >= 0)
+        daemon_epoll_add(d, pidfd, &r->ep_pid, EPOLLIN);
+    else
+        daemon_log_limited(&d->fd_log, "pidfd_open(%d): %s; the ring ends with its socket",
+                           (int)pid, strerror(errno));
+}
+
+/* The process of ring HELD registered it again (after a restart, sbx-guard
+ * may have handed it in first): the new connection R joins HELD, whose
+ * reading goes on where it is. */
+static void ring_join(struct daemon *d, struct ring *held, struct ring *r)
+{
+    if (held->sock >= 0)
+        close(held->sock);      /* closing drops it from epoll too */
+    held->sock = r->sock;
+    r->sock = -1;
+    struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = &held->ep_sock };
+    epoll_ctl(d->epfd, EPOLL_CTL_MOD, held->sock, &e);
+    /* The process marked it gone before it came back. */
+    atomic_store(&held->hdr->gone, 0u);
+    atomic_store(&held->hdr->sleeping, 0u);
+    r->dead = true;
 }
 
 /* For SBX_REG_SIZE_IT: makes the empty memfd FD a ring (size, seals,
@@ -140,7 +215,8 @@ static int size_ring(int fd)
  * our header). */
 static void mark_refused(int memfd)
 {
-    if (!is_ring_memory(memfd))
+    struct stat sb;
+    if (!is_ring_memory(memfd, &sb))
         return;
     void *map = mmap(NULL, SBX_RING_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     if (map == MAP_FAILED)
@@ -221,18 +297,29 @@ static void ring_register_one(struct daemon *d, struct ring *r)
         why = "error: cannot size the ring (an empty memfd is expected)";
         goto fail;
     }
-    if (!is_ring_memory(fds[0])) {
+    struct stat sb;
+    if (!is_ring_memory(fds[0], &sb)) {
         why = "error: ring memory is not a sealed memfd of the right size";
         goto fail;
+    }
+    struct ring *held = ring_by_file(d, sb.st_dev, sb.st_ino);
+    if (held) {
+        if (held->agent != a) {
+            why = "error: this ring is registered for another agent";
+            goto fail;
+        }
+        ring_join(d, held, r);
+        close(fds[0]);
+        if (answer)
+            reply(d, held->sock, "ok");
+        return;
     }
     map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     if (map == MAP_FAILED) {
         why = "error: cannot map the ring";
         goto fail;
     }
-    struct sbx_ring_hdr *h = map;
-    if (h->magic != SBX_RING_MAGIC || h->version != SBX_RING_VERSION ||
-        h->nslots != SBX_RING_SLOTS || h->slot_size != SBX_RING_SLOT) {
+    if (!ring_header_ok(map)) {
         why = "error: ring header mismatch";
         goto fail;
     }
@@ -250,36 +337,17 @@ static void ring_register_one(struct daemon *d, struct ring *r)
     r->spare = -1;
     if (getsockopt(r->sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) < 0 || pidfd < 0)
         pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
-    r->hdr = h;
-    r->slots = (struct sbx_ring_slot *)((char *)map + SBX_RING_HDR_SIZE);
-    r->pidfd = pidfd;
-    r->pid = cred.pid;
-    r->uid = cred.uid;
     /* A second of slack: a process reads its clock for its first event
      * before it registers the ring that carries it. */
-    r->since_ns = sbx_now_ns() - 1000000000u;
-    r->agent = a;
-    a->nrings++;
-    /* A re-registered ring (its previous daemon stopped) resumes at the
-     * published tail, if that is sane. */
-    uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail);
-    r->tail = r->committed = (tail <= head && head - tail <= SBX_RING_SLOTS) ? tail : head;
-    atomic_store(&h->killed, a->soft_killed ? 1u : 0u);
-    atomic_store(&h->sleeping, 0u);
-    atomic_store(&h->gone, 0u);
-    if (a->deadman && pidfd >= 0) {
-        /* Its agent was ended by the dead man's switch while this process
-         * was on its way: it goes the same way. */
-        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
-            daemon_log_limited(&d->agent_log, "agent %s: pid %d registered after its agent "
-                               "was killed; killed", a->name, (int)cred.pid);
+    ring_attach(d, r, map, &sb, pidfd, cred.pid, cred.uid, sbx_now_ns() - 1000000000u, a);
+    /* sbx-guard keeps a copy of the memfd (the hand-over): sent now if its
+     * keeper is there, else kept until it comes (a resumed run's). */
+    if (a->keeper || a->resumed) {
+        r->memfd = fds[0];
+        rings_feed_keeper(d);
+    } else {
+        close(fds[0]);
     }
-    if (pidfd >= 0)
-        daemon_epoll_add(d, pidfd, &r->ep_pid, EPOLLIN);
-    else
-        daemon_log_limited(&d->fd_log, "pidfd_open(%d): %s; the ring ends with its socket",
-                           (int)cred.pid, strerror(errno));
-    close(fds[0]);
     if (answer)
         reply(d, r->sock, "ok");
     return;
@@ -448,6 +516,8 @@ static void ring_free(struct ring *r)
         close(r->pidfd);
     if (r->spare >= 0)
         close(r->spare);
+    if (r->memfd >= 0)
+        close(r->memfd);
     if (r->agent)
         r->agent->nrings--;     /* registry_reap frees it when it is done */
     free(r);
@@ -552,4 +622,138 @@ void rings_mark_gone(struct daemon *d)
         if (r->hdr)
             atomic_store(&r->hdr->gone, SBX_RING_GONE);
     atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* ---- the hand-over (docs/audit.md: a daemon killed) --------------------- */
+
+/* Sends R's memfd to its agent's keeper: "RING" with pid, uid and since,
+ * SCM_RIGHTS {memfd[, pidfd]}.  Without waiting: a keeper whose socket is
+ * full gets it at a later turn.  The memfd is ours until it went. */
+static void keeper_send(struct daemon *d, struct ring *r)
+{
+    struct conn *k = r->agent ? r->agent->keeper : NULL;
+    if (!k || k->closing)
+        return;
+    char msg[160];
+    int len = snprintf(msg, sizeof msg, "RING\npid=%d\nuid=%u\nsince=%llu\n", (int)r->pid,
+                       (unsigned)r->uid, (unsigned long long)r->since_ns);
+    int fds[2] = { r->memfd, r->pidfd };
+    size_t nfd = r->pidfd >= 0 ? 2 : 1;
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = { .iov_base = msg, .iov_len = (size_t)len };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                         .msg_controllen = CMSG_SPACE(nfd * sizeof(int)) };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfd * sizeof(int));
+    if (sendmsg(k->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        if (errno == EAGAIN || errno == ENOBUFS)
+            return;     /* later */
+        daemon_log_limited(&d->agent_log, "agent %s: cannot hand pid %d's ring to its guard: %s",
+                           r->agent->name, (int)r->pid, strerror(errno));
+    }
+    close(r->memfd);
+    r->memfd = -1;
+}
+
+void rings_feed_keeper(struct daemon *d)
+{
+    for (struct ring *r = d->rings; r; r = r->next)
+        if (r->memfd >= 0 && r->hdr && r->agent && r->agent->keeper)
+            keeper_send(d, r);
+}
+
+/* The pid PIDFD names ("Pid:" in its fdinfo): > 0 while the process
+ * lives, -1 once it is gone (0: in no namespace of ours), -2 when PIDFD is
+ * not a pidfd. */
+static long pidfd_pid(int pidfd)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -2;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -2;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "\nPid:");
+    if (!p)
+        return -2;
+    char *end;
+    long v = strtol(p + 5, &end, 10);
+    return end == p + 5 ? -2 : v;
+}
+
+int rings_adopt(struct daemon *d, struct agent *a, int memfd, int pidfd, pid_t pid, uid_t uid,
+                uint64_t since_ns, char *why, size_t whysz)
+{
+    struct stat sb;
+    if (!is_ring_memory(memfd, &sb)) {
+        if (fstat(memfd, &sb) == 0 && sb.st_size != SBX_RING_BYTES)
+            snprintf(why, whysz, "not a ring: %lld bytes, a ring has %u",
+                     (long long)sb.st_size, SBX_RING_BYTES);
+        else
+            snprintf(why, whysz, "not a ring: not a memfd sealed against shrinking and growing");
+        return -1;
+    }
+    if (sb.st_uid != uid) {
+        snprintf(why, whysz, "the ring belongs to uid %u, not to the agent's uid %u",
+                 (unsigned)sb.st_uid, (unsigned)uid);
+        return -1;
+    }
+    if (ring_by_file(d, sb.st_dev, sb.st_ino))
+        return 0;
+    long live = pidfd >= 0 ? pidfd_pid(pidfd) : -1;
+    if (pidfd >= 0 && (live == -2 || (live > 0 && live != pid))) {
+        snprintf(why, whysz, live == -2 ? "the process descriptor is not a pidfd"
+                                        : "the pidfd names pid %ld, not %d", live, (int)pid);
+        return -1;
+    }
+    void *map = mmap(NULL, SBX_RING_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(why, whysz, "cannot map the ring: %s", strerror(errno));
+        return -1;
+    }
+    if (!ring_header_ok(map)) {
+        const struct sbx_ring_hdr *h = map;
+        snprintf(why, whysz, "bad ring header (magic %#x version %u, %u slots of %u bytes)",
+                 h->magic, h->version, h->nslots, h->slot_size);
+        munmap(map, SBX_RING_BYTES);
+        return -1;
+    }
+    struct ring *r = calloc(1, sizeof *r);
+    int own_pidfd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (!r || (pidfd >= 0 && own_pidfd < 0)) {
+        snprintf(why, whysz, "out of %s", r ? "descriptors" : "memory");
+        free(r);
+        munmap(map, SBX_RING_BYTES);
+        return -1;
+    }
+    r->sock = -1;
+    r->spare = -1;
+    r->memfd = -1;
+    r->adopted = true;
+    r->ep_sock = (struct ep){ EP_RING_SOCK, r };
+    r->ep_pid = (struct ep){ EP_RING_PIDFD, r };
+    /* The time the first daemon registered it, if possible: records
+     * written while no daemon ran keep their own times. */
+    uint64_t now = sbx_now_ns();
+    if (since_ns > now || since_ns == 0)
+        since_ns = now - 1000000000u;
+    ring_attach(d, r, map, &sb, own_pidfd, pid, uid, since_ns, a);
+    /* Without a pidfd nothing tells us when the process ends: read it as
+     * a dead one's (a live process registers it again, and joins it). */
+    if (own_pidfd < 0)
+        r->dead = true;
+    r->next = d->rings;
+    d->rings = r;
+    return 1;
 }

@@ -58,6 +58,7 @@
 #include "event.h"
 #include "guard_dirs.h"
 #include "guard_env.h"
+#include "guard_keep.h"
 #include "guard_notice.h"
 #include "guard_proc.h"
 #include "guard_ring.h"
@@ -341,6 +342,7 @@ struct guard {
     struct guard_notice *notice;    /* --notify stderr or summary, else NULL */
     const char *name, *run_id, *token;  /* the registration, for a resume */
     struct guard_ring *ring;    /* gvisor: the event relay, or NULL */
+    struct guard_keep *keep;    /* copies of the agent's rings, or NULL */
 };
 
 static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
@@ -415,10 +417,24 @@ static void handle_ctl(struct guard *g)
             socklen_t cl = sizeof cr;
             if (getsockopt(g->ctl, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
                 guard_spare_pid(cr.pid);
-            warnx("sbx-auditd died and was restarted; agent '%s' is recorded again (what "
-                  "its running processes wrote meanwhile is recorded when they hand their rings "
-                  "over, at the latest when they exit; a process killed before then loses it)",
-                  g->name);
+            /* Every ring of the agent goes to the new daemon, the rings of
+             * processes killed meanwhile too: it drains what the dead one
+             * had not committed. */
+            int handed = 0, refused = 0;
+            char note[600] = "";
+            if (g->keep && guard_keep_handover(g->keep, g->run_id, g->token, &handed, &refused,
+                                               why, sizeof why) == 0) {
+                snprintf(note, sizeof note, "%d event ring%s of its processes handed over%s%s%s",
+                         handed, handed == 1 ? "" : "s", refused ? "; REFUSED: " : "",
+                         refused ? why : "", refused ? " (see sbx-auditd.log)" : "");
+            } else {
+                snprintf(note, sizeof note, "its rings were not handed over (%s): what its "
+                         "running processes wrote meanwhile is recorded when they hand their "
+                         "rings over, at the latest when they exit; a process killed before "
+                         "then loses it", g->keep ? why : "not kept");
+            }
+            warnx("sbx-auditd died and was restarted; agent '%s' is recorded again (%s)",
+                  g->name, note);
             return;
         }
         warnx("sbx-auditd died and cannot be restarted (%s): the agent's events are no "
@@ -500,10 +516,11 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
             handle_ctl(g);
         int dfd[2] = { -1, -1 };
         int nd = g->child.dns ? iso_dns_fds(dfd) : 0;
-        struct pollfd pf[6] = {
+        struct pollfd pf[7] = {
             { sigfd, POLLIN, 0 }, { g->ctl, POLLIN, 0 },
             { g->child.notify_fd, POLLIN, 0 }, { tfd, POLLIN, 0 },
             { dfd[0], POLLIN, 0 }, { dfd[1], POLLIN, 0 },
+            { guard_keep_fd(g->keep), POLLIN, 0 },
         };
         /* The relay of an agent in gVisor polls its ring file: a host
          * process cannot be woken by a write in the sandbox's memory.
@@ -513,12 +530,17 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
         int notice_ms = guard_notice_timeout_ms(g->notice);
         if (notice_ms >= 0 && (wait_ms < 0 || notice_ms < wait_ms))
             wait_ms = notice_ms;
-        if (poll(pf, (nfds_t)4 + (nfds_t)nd, wait_ms) < 0) {
+        /* Unused entries are -1: poll passes over them. */
+        if (poll(pf, 7, wait_ms) < 0) {
             if (errno == EINTR)
                 continue;
             err(EXIT_GUARD_FAILED, "poll");
         }
         guard_notice_tick(g->notice);
+        /* Copies of the agent's rings; a hang-up is the daemon's death,
+         * which the control connection handles. */
+        if (pf[6].fd >= 0 && (pf[6].revents & (POLLIN | POLLHUP | POLLERR)))
+            (void)guard_keep_take(g->keep);
         if (pf[0].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sigfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD) {
@@ -700,6 +722,13 @@ static void register_agent(struct run *r, struct guard *g)
     g->name = r->name;
     g->run_id = r->run_id;
     g->token = r->token;
+    /* The ring hand-over (guard_keep.h): before the agent runs, so that
+     * every ring of it is kept. */
+    g->keep = guard_keep_open(r->run_id, r->token, why, sizeof why);
+    if (!g->keep)
+        warnx("warning: the agent's event rings are not kept for a daemon restart (%s): "
+              "if sbx-auditd dies, a process killed before it hands its ring to the new "
+              "daemon loses what it wrote meanwhile", why);
 }
 
 /* 4. The preload's private copy of the policy, and its compiled image. */
@@ -972,6 +1001,7 @@ int main(int argc, char **argv)
     if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, code, detail) < 0)
         warn("could not record the agent's exit");
     remove_copies(r.copy, r.image);
+    guard_keep_close(g.keep);
     guard_notice_close(g.notice);
     guard_env_free(r.envp);
     free(r.cmdline);

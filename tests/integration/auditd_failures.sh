@@ -229,4 +229,63 @@ open(\"/etc/hosts\").close()
     sbx-audit verify >/dev/null
 }
 
+test_a_process_killed_while_the_daemon_is_down_loses_no_event_and_none_is_stored_twice() {
+    # A python process of the agent records one open, then (the daemon
+    # stopped: nothing drains its ring) 200 more, and is SIGKILLed; then
+    # the daemon is SIGKILLed.  sbx-guard kept a copy of the ring and hands
+    # it to the daemon it restarts, which takes the 200 from where the dead
+    # one committed.
+    for i in $(seq 1 200); do echo "$i" >"w$i.txt"; done
+    guard --isolation none --name keeper -- sh -c 'python3 -c "
+import os, time
+open(\"/etc/hostname\").close()
+open(\"pid\", \"w\").write(str(os.getpid()))
+while not os.path.exists(\"go\"):
+    time.sleep(0.01)
+for i in range(1, 201):
+    open(\"w%d.txt\" % i).close()
+open(\"done\", \"w\").close()
+time.sleep(60)
+"; exit 3' 2>err.txt &
+    gp=$!
+    i=0; until [ -s pid ] && [ "$(count "select count(*) from events where agent = 'keeper' and target = '/etc/hostname'" 2>/dev/null)" = 1 ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i+1)); done
+    old=$(cat "$SBX_RUNTIME_DIR/sbx-auditd.pid")
+    kill -STOP "$old"
+    touch go
+    i=0; until [ -e done ] || [ $i -gt 200 ]; do sleep 0.05; i=$((i+1)); done
+    assert_file_present done
+    kill -KILL "$(cat pid)"
+    kill -KILL "$old"
+    rc=0; wait $gp || rc=$?
+    assert_eq "$rc" 3 "agent exit"
+    assert_contains "$(cat err.txt)" "sbx-auditd died and was restarted; agent 'keeper' is recorded again"
+    assert_contains "$(cat err.txt)" "handed over"
+    assert_eq "$(count "select count(*) from events where agent = 'keeper' and target like '%/w%.txt' and op = 'open-read'")" 200 "the killed process's opens"
+    assert_eq "$(count "select count(distinct target) from events where agent = 'keeper' and target like '%/w%.txt' and op = 'open-read'")" 200 "distinct opens"
+    assert_eq "$(count "select count(*) from events where agent = 'keeper' and target = '/etc/hostname'")" 1 "the open of hostname (committed before: not twice)"
+    assert_eq "$(count "select count(*) from events where agent = 'keeper' and op = 'exit'")" 1 "exit rows"
+    sbx-audit verify >/dev/null
+}
+
+test_hostile_rings_handed_over_are_refused_with_a_reason_and_the_real_one_still_drains() {
+    out=$("$PROGS/emit_storm" --handover hostile 300)
+    assert_contains "$out" "adopt bad-magic: ERR"
+    assert_contains "$out" "bad ring header (magic 0xdeadbeef"
+    assert_contains "$out" "adopt huge: ERR"
+    assert_contains "$out" "not a ring: 1073741824 bytes"
+    if [ "$(id -u)" = 0 ]; then
+        assert_contains "$out" "adopt other-uid: ERR"
+        assert_contains "$out" "the ring belongs to uid 65534"
+    fi
+    assert_contains "$out" "adopt child: ok"
+    assert_contains "$out" "adopt child-again: ok"
+    assert_contains "$out" "child killed"
+    log=$(cat "$SBX_RUNTIME_DIR/sbx-auditd.log")
+    assert_contains "$log" "REFUSED a ring handed over by its guard (pid"
+    assert_contains "$log" "took over the ring of pid"
+    assert_eq "$(count "select count(*) from events where agent = 'hostile' and (target like 'before:%' or target like 'after:%')")" 600 "the child's rows"
+    assert_eq "$(count "select count(distinct target) from events where agent = 'hostile' and (target like 'before:%' or target like 'after:%')")" 600 "distinct rows"
+    sbx-audit verify >/dev/null
+}
+
 run_tests

@@ -22,15 +22,28 @@
  *   emit_storm --guard NAME
  *       registers NAME, prints "ready RUN_ID", waits for one command and
  *       prints "cmd hard|soft by=.. reason=.." then confirms it and exits.
+ *   emit_storm --handover NAME N
+ *       plays sbx-guard through a daemon crash: registers NAME and keeps
+ *       its rings (KEEP); a child emits N events ("before:I"), synced; the
+ *       daemon is stopped, the child emits N more ("after:I") and is
+ *       SIGKILLed, the daemon is SIGKILLed; a new one is started, the run
+ *       resumed, and handed first three hostile rings (bad magic, 1 GiB,
+ *       another uid's: root only) and then the child's ring (ADOPT).
+ *       Prints one line per ring: "adopt WHAT: ok" or "adopt WHAT: ERR".
  * EMIT_STORM_GO=FILE in the environment: wait for FILE after registering.
  * Exit 0 when every sbx_emit returned 0.
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +52,7 @@
 #include "emit.h"
 #include "event.h"
 #include "paths.h"
+#include "ring.h"
 
 static long per_worker;
 static long failed_total;
@@ -190,6 +204,158 @@ static int crash_mode(const char *name)
     return 0;
 }
 
+/* Sends MSG (with NFDS descriptors) on FD and prints its answer as
+ * "adopt WHAT: ok|ERR msg".  0 for OK. */
+static int ask(int fd, const char *what, const char *msg, const int *fds, int nfds)
+{
+    union {
+        char b[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (nfds) {
+        mh.msg_control = ctl.b;
+        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    char buf[1024];
+    ssize_t n = -1;
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    if (sendmsg(fd, &mh, MSG_NOSIGNAL) >= 0 && poll(&pf, 1, 10000) == 1)
+        n = recv(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    for (char *p = buf; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    if (what)
+        printf("adopt %s: %s\n", what, strncmp(buf, "OK", 2) == 0 ? "ok" : buf);
+    fflush(stdout);
+    return strncmp(buf, "OK", 2) == 0 ? 0 : -1;
+}
+
+static int keep_conn(const char *run_id, const char *token)
+{
+    char err[256], msg[256];
+    int fd = sbx_ctl_open(false, err, sizeof err);
+    snprintf(msg, sizeof msg, "KEEP\nrun_id=%s\ntoken=%s\n", run_id, token);
+    if (fd < 0 || ask(fd, NULL, msg, NULL, 0) < 0) {
+        fprintf(stderr, "emit_storm: KEEP refused\n");
+        exit(1);
+    }
+    return fd;
+}
+
+/* A memfd of SIZE bytes sealed like a ring, with the header of one if
+ * MAGIC (else zeros); made as FSUID when that is not -1. */
+static int fake_ring(off_t size, uint32_t magic, int fsuid)
+{
+    if (fsuid >= 0)
+        setfsuid((uid_t)fsuid);
+    int m = memfd_create("fake-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fsuid >= 0)
+        setfsuid(0);
+    struct sbx_ring_hdr h;
+    memset(&h, 0, sizeof h);
+    h.magic = magic;
+    h.version = SBX_RING_VERSION;
+    h.nslots = SBX_RING_SLOTS;
+    h.slot_size = SBX_RING_SLOT;
+    if (m < 0 || ftruncate(m, size) < 0 || pwrite(m, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+        fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+        fprintf(stderr, "emit_storm: cannot make a fake ring\n");
+        exit(1);
+    }
+    return m;
+}
+
+static int handover_mode(const char *name, long n)
+{
+    char run_id[64], token[80], err[256];
+    int fd = reg(name, run_id, token);
+    int kfd = keep_conn(run_id, token);
+    int to_parent[2], to_child[2];
+    if (pipe(to_parent) < 0 || pipe(to_child) < 0)
+        return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c = 'a';
+        long f = emit_range(0, n, "before");
+        if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1)
+            _exit(1);
+        f += emit_range(1, n, "after");
+        if (f)
+            fprintf(stderr, "emit_storm: %ld failed\n", f);
+        raise(SIGKILL);
+        _exit(1);
+    }
+    char c;
+    if (read(to_parent[0], &c, 1) != 1)
+        return 1;
+    sbx_ctl_sync(fd, NULL, err, sizeof err);
+    /* The copy of the child's ring the daemon sent at its registration. */
+    char buf[512];
+    union {
+        char b[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                         .msg_controllen = sizeof ctl.b };
+    struct pollfd pf = { .fd = kfd, .events = POLLIN };
+    ssize_t got = poll(&pf, 1, 5000) == 1 ? recvmsg(kfd, &mh, MSG_CMSG_CLOEXEC) : -1;
+    struct cmsghdr *cm = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+    if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int))) {
+        fprintf(stderr, "emit_storm: no ring from the keeper connection\n");
+        return 1;
+    }
+    int ring[2];
+    memcpy(ring, CMSG_DATA(cm), sizeof ring);
+    buf[got] = '\0';
+    /* Down goes the daemon, with the child's events after the stop in the
+     * ring and not taken; then the child. */
+    int dpid = daemon_pid();
+    kill(dpid, SIGSTOP);
+    if (write(to_child[1], "g", 1) != 1)
+        return 1;
+    int st;
+    waitpid(pid, &st, 0);
+    kill(dpid, SIGKILL);
+    for (int i = 0; i < 200 && kill(dpid, 0) == 0; i++)
+        usleep(10000);
+    close(kfd);
+    sbx_ctl_close(fd);
+    fd = sbx_ctl_open(true, err, sizeof err);
+    if (fd < 0 || sbx_ctl_resume(fd, name, run_id, token, getpid(), err, sizeof err) < 0) {
+        fprintf(stderr, "emit_storm: resume: %s\n", err);
+        return 1;
+    }
+    kfd = keep_conn(run_id, token);
+    char msg[128];
+    snprintf(msg, sizeof msg, "ADOPT\npid=%d\nsince=0\n", (int)pid);
+    int bad = fake_ring(SBX_RING_BYTES, 0xdeadbeef, -1);
+    ask(kfd, "bad-magic", msg, &bad, 1);
+    int huge = fake_ring((off_t)1 << 30, SBX_RING_MAGIC, -1);
+    ask(kfd, "huge", msg, &huge, 1);
+    if (geteuid() == 0) {
+        int other = fake_ring(SBX_RING_BYTES, SBX_RING_MAGIC, 65534);
+        ask(kfd, "other-uid", msg, &other, 1);
+    }
+    const char *since = strstr(buf, "since=");
+    snprintf(msg, sizeof msg, "ADOPT\npid=%d\nsince=%lld\n", (int)pid,
+             since ? strtoll(since + 6, NULL, 10) : 0LL);
+    ask(kfd, "child", msg, ring, 2);
+    ask(kfd, "child-again", msg, ring, 2);
+    sync_and_exit(fd, 0);
+    printf("child %s\n", WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? "killed" : "survived");
+    return 0;
+}
+
 static int term_mode(const char *name, long n)
 {
     char run_id[64], token[80], pf[4096];
@@ -218,6 +384,8 @@ int main(int argc, char **argv)
         return term_mode(argv[2], strtol(argv[3], NULL, 10));
     if (argc == 3 && strcmp(argv[1], "--guard") == 0)
         return guard_mode(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "--handover") == 0)
+        return handover_mode(argv[2], strtol(argv[3], NULL, 10));
     char run_id[64], token[80];
     if (argc == 5 && strcmp(argv[1], "--keyed") == 0) {
         /* the parent names its rules first, then a forked child names the
