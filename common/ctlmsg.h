@@ -23,6 +23,14 @@
  *   KILL name|all=1 soft reason          -> OK result | ERR msg
  *   SYNC                                 -> OK last_id   (all rings drained and committed)
  *   CMD kind=hard|soft by reason req     (daemon -> guard)
+ *   KEEP run_id token                    -> OK   (sbx-guard's second connection;
+ *                                                 the process that registered the run)
+ *   RING pid uid since + SCM_RIGHTS {memfd[, pidfd]}
+ *                                        (daemon -> KEEP connection: a copy of each
+ *                                         ring of the agent, tools/guard_keep.h)
+ *   ADOPT pid since + SCM_RIGHTS {memfd[, pidfd]}
+ *                                        -> OK held=new|already | ERR msg
+ *                                        (on KEEP, after a restart: hand a ring back)
  *
  * The daemon accepts connections only from its own uid or root
  * (SO_PEERCRED); a refusal is recorded as an event.

@@ -389,9 +389,9 @@ static void handle_ctl(struct guard *g)
     if (r == 0 || r < 0) {
         /* The daemon is gone (killed: a stopped one would have said so to
          * the rings).  Start another and take the run back, so that the
-         * agent's new processes and its exit are recorded.  What running
-         * processes wrote meanwhile waits in their rings, which they hand
-         * to the new daemon (sbx_emit_handover: a full ring, exec, exit). */
+         * agent's new processes and its exit are recorded, and hand it the
+         * copies of the agent's rings (guard_keep.h): what its processes
+         * wrote meanwhile, the killed ones' too, is drained from them. */
         char why[512] = "";
         sbx_ctl_close(g->ctl);
         g->ctl = -1;
