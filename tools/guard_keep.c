@@ -134,8 +134,9 @@ static void raise_limit(struct guard_keep *gk)
         (void)setrlimit(RLIMIT_NOFILE, &rl);
         (void)getrlimit(RLIMIT_NOFILE, &rl);
     }
-    rlim_t room = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 2 * GUARD_KEEP_MAX + 256
-                  ? 2 * GUARD_KEEP_MAX : (rl.rlim_cur > 256 ? rl.rlim_cur - 256 : 64);
+    const rlim_t most = (rlim_t)2 * GUARD_KEEP_MAX;   /* a memfd and a pidfd each */
+    rlim_t room = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > most + 256
+                  ? most : (rl.rlim_cur > 256 ? rl.rlim_cur - 256 : 64);
     gk->limit = (size_t)room / 2;
 }
 
