@@ -269,6 +269,7 @@ time.sleep(60)
 
 test_hostile_rings_handed_over_are_refused_with_a_reason_and_the_real_one_still_drains() {
     out=$("$PROGS/emit_storm" --handover hostile 300)
+    assert_contains "$out" "adopt keep-from-agent: ERR msg=KEEP is for the agent's sbx-guard"
     assert_contains "$out" "adopt bad-magic: ERR"
     assert_contains "$out" "bad ring header (magic 0xdeadbeef"
     assert_contains "$out" "adopt huge: ERR"

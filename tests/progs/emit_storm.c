@@ -29,7 +29,8 @@
  *       SIGKILLed, the daemon is SIGKILLed; a new one is started, the run
  *       resumed, and handed first three hostile rings (bad magic, 1 GiB,
  *       another uid's: root only) and then the child's ring (ADOPT).
- *       Prints one line per ring: "adopt WHAT: ok" or "adopt WHAT: ERR".
+ *       Prints one line per ring: "adopt WHAT: ok" or "adopt WHAT: ERR"
+ *       (and "adopt keep-from-agent: ..." for the child's own KEEP).
  * EMIT_STORM_GO=FILE in the environment: wait for FILE after registering.
  * Exit 0 when every sbx_emit returned 0.
  */
@@ -284,6 +285,13 @@ static int handover_mode(const char *name, long n)
         return 1;
     pid_t pid = fork();
     if (pid == 0) {
+        /* A process of the agent knows the run id and token, but is not
+         * its guard: its KEEP is refused. */
+        char kmsg[256];
+        snprintf(kmsg, sizeof kmsg, "KEEP\nrun_id=%s\ntoken=%s\n", run_id, token);
+        int other = sbx_ctl_open(false, err, sizeof err);
+        if (other >= 0)
+            ask(other, "keep-from-agent", kmsg, NULL, 0);
         char c = 'a';
         long f = emit_range(0, n, "before");
         if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1)
