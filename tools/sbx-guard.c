@@ -459,6 +459,36 @@ static void handle_ctl(struct guard *g)
     }
 }
 
+/* The daemon may die as the agent ends, both seen in one poll and the
+ * agent's end taken first: before the last rows go out, a hung-up control
+ * connection is handled as in supervise (a new daemon, the rings handed
+ * over), so that the exit row is not lost. */
+static void check_daemon(struct guard *g)
+{
+    for (int i = 0; i < 4 && g->ctl >= 0; i++) {
+        struct pollfd pf = { .fd = g->ctl, .events = POLLIN | POLLRDHUP };
+        if (poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN)))
+            return;
+        handle_ctl(g);
+    }
+}
+
+/* The exit row.  A daemon that dies with it unanswered (killed between
+ * our send and its commit) is replaced and asked again; one that stored it
+ * and died before answering has ended the run, which a new daemon then
+ * refuses to resume, so the row is never stored twice.  0 / -1. */
+static int record_exit(struct guard *g, int code, const char *detail)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        check_daemon(g);
+        if (g->ctl < 0)
+            break;
+        if (sbx_ctl_exit(g->ctl, code, detail) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 /* An interactive agent must own the terminal: Ctrl-C then reaches its
  * whole process group directly, and it can read without SIGTTIN.  Its
  * group takes the terminal before the exec (iso_take_terminal) when ours
@@ -903,6 +933,7 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
               "layer sees them; programs it runs load the guard", prog_real);
 
     int status = supervise(g, sigfd, r->info->limits.timeout_ms);
+    check_daemon(g);
     drain_relay(g);
     iso_child_cleanup(&g->child);
     /* With a pid namespace the child is the sandbox's init: the agent's
@@ -998,7 +1029,7 @@ int main(int argc, char **argv)
 
     /* Every registered run ends here, started or not: its exit row, then
      * the preload's copies go (the run id in their names is spent). */
-    if (g.ctl >= 0 && sbx_ctl_exit(g.ctl, code, detail) < 0)
+    if (g.ctl >= 0 && record_exit(&g, code, detail) < 0)
         warn("could not record the agent's exit");
     remove_copies(r.copy, r.image);
     guard_keep_close(g.keep);
