@@ -35,8 +35,10 @@
 #define HEAD_EVERY_MS   200         /* the head file follows routine commits */
 #define LINGER_MS       50          /* after the last event: poll, not sleep, */
 #define POLL_MS         1           /* ... every POLL_MS */
-#define PRUNE_EVERY_MS  10000       /* retention looks this often; a step */
+#define PRUNE_EVERY_MS  1000        /* retention looks this often; a step */
                                     /* that leaves more due comes back at once */
+#define PRUNE_EVERY_ROWS 20000      /* ... and, with a size cap, this often, */
+#define PRUNE_CAP_SHARE  2000       /* or every cap / this rows (a small cap) */
 #define HELD_LOG_MS     600000      /* "kept for the exporter", at most this often */
 
 static int listen_on(const char *path, mode_t mode, bool passcred)
@@ -73,9 +75,17 @@ static int listen_on(const char *path, mode_t mode, bool passcred)
 static void maybe_prune(struct daemon *d)
 {
     const struct daemon_opts *o = d->opts;
-    if ((!o->retain_ns && !o->max_bytes) || daemon_now_ms() < d->next_prune_ms ||
-        d->store_failed)
+    if ((!o->retain_ns && !o->max_bytes) || d->store_failed)
         return;
+    /* A look costs a few page reads; a store that fills fast is looked at
+     * by the rows it took too, so that a cap overshoots by little. */
+    int64_t head = audit_store_last_id(d->store);
+    int64_t every = PRUNE_EVERY_ROWS;
+    if (o->max_bytes && o->max_bytes / PRUNE_CAP_SHARE < (uint64_t)every)
+        every = (int64_t)(o->max_bytes / PRUNE_CAP_SHARE);
+    if (daemon_now_ms() < d->next_prune_ms && !(o->max_bytes && head - d->prune_at_id >= every))
+        return;
+    d->prune_at_id = head;
     d->next_prune_ms = daemon_now_ms() + PRUNE_EVERY_MS;
     if (batch_commit(d, false) < 0)
         return;
@@ -188,6 +198,12 @@ static void turn(struct daemon *d)
     int resume = daemon_accept_resume(d);
     if (resume >= 0 && (timeout < 0 || timeout > resume))
         timeout = resume;
+    /* Retention looks every PRUNE_EVERY_MS, idle or not. */
+    if (d->opts->retain_ns || d->opts->max_bytes) {
+        int until = d->next_prune_ms > now ? (int)(d->next_prune_ms - now) : 0;
+        if (timeout < 0 || timeout > until)
+            timeout = until;
+    }
     /* A guard that is stopped is looked for about twice a second. */
     if (ctl_watching(d) && (timeout == -1 || timeout > 500))
         timeout = 500;

@@ -164,6 +164,7 @@ struct daemon {
     uint64_t next_req;
     const struct daemon_opts *opts;
     uint64_t next_prune_ms;     /* retention: the next look */
+    int64_t prune_at_id;        /* retention: the chain's end at the last look */
     uint64_t held_log_ms;       /* retention: last "kept for the exporter" line */
     uint64_t last_head_log_ms;
     uint64_t last_busy_ms;      /* last turn that drained something */
