@@ -70,7 +70,7 @@ static int listen_on(const char *path, mode_t mode, bool passcred)
 }
 
 /* Retention and the size cap: one step (at most AUDIT_RETAIN_STEP rows,
- * tens of milliseconds) per turn while rows are due, so that ingest goes on
+ * about 90 ms) per turn while rows are due, so that ingest goes on
  * between steps. */
 static void maybe_prune(struct daemon *d)
 {

@@ -106,8 +106,9 @@ static int age_bound(struct audit_store *st, int64_t first, int64_t upto, int64_
 {
     sqlite3_stmt *q = NULL;
     int rc = -1;
+    /* "+ts": not the ts index, which SQLite would otherwise pick here */
     if (sqlite3_prepare_v2(st->db, "SELECT id FROM events WHERE id >= ?1 AND id <= ?2 AND "
-                           "ts >= ?3 ORDER BY id LIMIT 1", -1, &q, NULL) != SQLITE_OK)
+                           "+ts >= ?3 ORDER BY id LIMIT 1", -1, &q, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_int64(q, 1, first);
     sqlite3_bind_int64(q, 2, upto);
@@ -278,7 +279,7 @@ int audit_store_retain(struct audit_store *st, const struct audit_retention *p,
         memset(res, 0, sizeof *res);
         return -1;
     }
-    if (audit_store_commit(st, true) < 0) {
+    if (audit_store_commit(st, false) < 0) {
         memset(res, 0, sizeof *res);
         return -1;
     }
