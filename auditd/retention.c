@@ -183,6 +183,15 @@ static int remove_rows(struct audit_store *st, int64_t first, int64_t last, cons
     sqlite3_bind_int64(q, 7, record);
     if (sqlite3_step(q) != SQLITE_DONE)
         goto out;
+    /* Agents whose run ended and who have no row left go too (else the
+     * agents table alone would outgrow a size cap on a long-lived store).
+     * Below the smallest agent_ref still in events: one index lookup. */
+    sqlite3_finalize(q);
+    q = NULL;
+    if (sqlite3_exec(st->db, "DELETE FROM agents WHERE ended IS NOT NULL AND id < (SELECT "
+                     "coalesce(min(agent_ref), 9223372036854775807) FROM events WHERE "
+                     "agent_ref IS NOT NULL)", NULL, NULL, NULL) != SQLITE_OK)
+        goto out;
     char target[64], hex[2 * AUDIT_HASH_LEN + 1];
     snprintf(target, sizeof target, "rows %" PRId64 "-%" PRId64, first, last);
     hexify(hash, hex);

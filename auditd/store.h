@@ -115,7 +115,8 @@ void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_
  * hash, from which verify restarts the chain) and appends an events row
  * (op "retention", layer "sbx", no agent; target "rows FIRST-LAST",
  * target2 the last removed row's hash in hex, rule what asked for it,
- * flags the number of rows) that records the removal inside the chain.
+ * flags the number of rows) that records the removal inside the chain;
+ * agents rows of ended runs with no events row left go with it.
  * The step is committed like a batch of events: atomically, with
  * synchronous=NORMAL (a power loss may undo a whole step, never half of
  * one), the head file following as for any batch.  A row that an

@@ -120,6 +120,36 @@ static void test_rows_older_than_the_retention_are_removed_and_the_removal_is_a_
     audit_store_close(st);
 }
 
+static void test_ended_agents_without_rows_left_are_removed_with_their_rows(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    int64_t ref[3];
+    for (int k = 0; k < 3; k++) {
+        char run[16];
+        snprintf(run, sizeof run, "run%d", k);
+        struct audit_agent a = { .name = "coder", .run_id = run, .started_ns = 1 };
+        assert_int_equal(audit_store_agent_start(st, &a, &ref[k]), 0);
+        struct audit_row r = { .ts_ns = (1000 + k) * 1000000000LL, .agent = "coder",
+                               .run_id = run, .op = "exec", .decision = "allow",
+                               .layer = "guard", .agent_ref = ref[k] };
+        assert_int_equal(audit_store_append(st, &r), 0);
+    }
+    /* run0 and run1 ended; run2 still runs */
+    assert_int_equal(audit_store_agent_end(st, "run0", 2, 0, "exited 0"), 0);
+    assert_int_equal(audit_store_agent_end(st, "run1", 2, 0, "exited 0"), 0);
+    assert_int_equal(audit_store_commit(st, true), 0);
+    /* rows of run0 go: run0 goes; run1 keeps its row, so it stays */
+    struct audit_retention p = { .older_than_ns = 1001LL * 1000000000, .rule = "r" };
+    struct audit_removal res;
+    assert_int_equal(audit_store_retain(st, &p, &res), 0);
+    assert_int_equal(res.rows, 1);
+    audit_store_close(st);
+    assert_int_equal(sql_int("SELECT count(*) FROM agents WHERE run_id = 'run0'"), 0);
+    assert_int_equal(sql_int("SELECT count(*) FROM agents WHERE run_id IN ('run1', 'run2')"), 2);
+    assert_true(verify().ok);
+}
+
 static void test_verify_passes_after_a_removal_and_the_chain_goes_on(void **state)
 {
     (void)state;
@@ -325,6 +355,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_older_than_the_retention_are_removed_and_the_removal_is_a_row),
+        cmocka_unit_test(test_ended_agents_without_rows_left_are_removed_with_their_rows),
         cmocka_unit_test(test_verify_passes_after_a_removal_and_the_chain_goes_on),
         cmocka_unit_test(test_verify_detects_an_altered_checkpoint_hash),
         cmocka_unit_test(test_verify_detects_rows_deleted_behind_a_moved_checkpoint),
