@@ -11,10 +11,12 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <bsd/stdlib.h>
+#include <bsd/string.h>
 
 #include "daemon.h"
 
@@ -50,6 +52,51 @@ void daemon_startup_done(void)
     startup_fd = -1;
 }
 
+/* The log file, when the daemon has its own (daemon_log_open). */
+static char log_path[4096];
+static uint64_t log_max;
+
+int daemon_log_open(const char *path, uint64_t max)
+{
+    if (strlcpy(log_path, path, sizeof log_path) >= sizeof log_path) {
+        log_path[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0 || (fd != STDERR_FILENO && dup2(fd, STDERR_FILENO) < 0)) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        log_path[0] = '\0';
+        errno = e;
+        return -1;
+    }
+    if (fd != STDERR_FILENO)
+        close(fd);
+    log_max = max;
+    return 0;
+}
+
+/* Past log_max: the log becomes PATH.1 (the one before is dropped) and a
+ * new PATH is begun.  One rotation, no compression: the log is for a
+ * person looking at what the daemon did lately, and at most 2 * log_max. */
+static void log_rotate(void)
+{
+    struct stat sb;
+    if (!log_path[0] || fstat(STDERR_FILENO, &sb) < 0 || (uint64_t)sb.st_size < log_max)
+        return;
+    char old[sizeof log_path + 2];
+    snprintf(old, sizeof old, "%s.1", log_path);
+    if (rename(log_path, old) < 0)
+        return;
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+    }
+}
+
 static void vlog(const char *fmt, va_list ap)
 {
     char msg[1024], when[32];
@@ -64,10 +111,42 @@ static void vlog(const char *fmt, va_list ap)
         msg[n] = '\n';
         (void)!write(startup_fd, msg, n + 1);
     }
+    log_rotate();
+}
+
+/* Every line, whatever its kind: at most GLOBAL_BURST in GLOBAL_WINDOW_MS,
+ * the rest counted.  The kinds an agent can cause have their own, smaller
+ * limits (daemon_log_limited); this one is the bound on the whole log. */
+#define GLOBAL_WINDOW_MS 10000
+#define GLOBAL_BURST     200
+
+static bool global_allows(void)
+{
+    static uint64_t window_ms, lines, dropped;
+    uint64_t now = daemon_now_ms();
+    if (window_ms == 0 || now - window_ms >= GLOBAL_WINDOW_MS) {
+        uint64_t was = dropped;
+        window_ms = now;
+        lines = 0;
+        dropped = 0;
+        if (was) {
+            fprintf(stderr, "sbx-auditd[%d]: (%llu log lines were not written: more than %d "
+                    "in %d s)\n", (int)getpid(), (unsigned long long)was, GLOBAL_BURST,
+                    GLOBAL_WINDOW_MS / 1000);
+        }
+    }
+    if (lines >= GLOBAL_BURST) {
+        dropped++;
+        return false;
+    }
+    lines++;
+    return true;
 }
 
 void daemon_log(const char *fmt, ...)
 {
+    if (!global_allows())
+        return;
     va_list ap;
     va_start(ap, fmt);
     vlog(fmt, ap);
@@ -98,6 +177,8 @@ void daemon_log_limited(struct log_limit *l, const char *fmt, ...)
         return;
     }
     l->lines++;
+    if (!global_allows())
+        return;
     va_list ap;
     va_start(ap, fmt);
     vlog(fmt, ap);

@@ -194,7 +194,8 @@ static void do_register(struct daemon *d, struct conn *c, const struct sbx_msg *
                          audit_store_errmsg(d->store));
     }
     registry_agent_add(d, a, c);
-    daemon_log("agent %s registered: run %s, guard pid %d", a->name, a->run_id, (int)guard_pid);
+    /* Not logged: the store has it (`sbx-audit agents`), and a line per
+     * agent start and end grew the log with every commit of a busy host. */
     sbx_msg_start(&outbuf, "OK");
     sbx_msg_add(&outbuf, "run_id", a->run_id);
     sbx_msg_add(&outbuf, "token", a->token);
@@ -410,7 +411,7 @@ static void end_agent(struct daemon *d, struct agent *a, int status, const char 
         daemon_log("agent %s: its end is held until the audit store takes it: %s", a->name,
                    audit_store_errmsg(d->store));
     a->ended = true;
-    daemon_log("agent %s ended: %s", a->name, detail);
+    /* (not logged: see the registration) */
 }
 
 static void do_exit(struct daemon *d, struct conn *c, const struct sbx_msg *m)

@@ -35,7 +35,11 @@
 #define HEAD_EVERY_MS   200         /* the head file follows routine commits */
 #define LINGER_MS       50          /* after the last event: poll, not sleep, */
 #define POLL_MS         1           /* ... every POLL_MS */
-#define PRUNE_EVERY_MS  3600000
+#define PRUNE_EVERY_MS  1000        /* retention looks this often; a step */
+                                    /* that leaves more due comes back at once */
+#define PRUNE_EVERY_ROWS 20000      /* ... and, with a size cap, this often, */
+#define PRUNE_CAP_SHARE  2000       /* or every cap / this rows (a small cap) */
+#define HELD_LOG_MS     600000      /* "kept for the exporter", at most this often */
 
 static int listen_on(const char *path, mode_t mode, bool passcred)
 {
@@ -65,19 +69,50 @@ static int listen_on(const char *path, mode_t mode, bool passcred)
     return s;
 }
 
+/* Retention and the size cap: one step (at most AUDIT_RETAIN_STEP rows,
+ * about 90 ms) per turn while rows are due, so that ingest goes on
+ * between steps. */
 static void maybe_prune(struct daemon *d)
 {
-    if (!d->retain_ns || daemon_now_ms() < d->next_prune_ms)
+    const struct daemon_opts *o = d->opts;
+    if ((!o->retain_ns && !o->max_bytes) || d->store_failed)
         return;
+    /* A look costs a few page reads; a store that fills fast is looked at
+     * by the rows it took too, so that a cap overshoots by little. */
+    int64_t head = audit_store_last_id(d->store);
+    int64_t every = PRUNE_EVERY_ROWS;
+    if (o->max_bytes && o->max_bytes / PRUNE_CAP_SHARE < (uint64_t)every)
+        every = (int64_t)(o->max_bytes / PRUNE_CAP_SHARE);
+    if (daemon_now_ms() < d->next_prune_ms && !(o->max_bytes && head - d->prune_at_id >= every))
+        return;
+    d->prune_at_id = head;
     d->next_prune_ms = daemon_now_ms() + PRUNE_EVERY_MS;
     if (batch_commit(d, false) < 0)
         return;
-    int64_t n = 0;
-    int64_t before = (int64_t)sbx_now_ns() - d->retain_ns;
-    if (audit_store_prune(d->store, before, &n) < 0)
-        daemon_log("retention: %s", audit_store_errmsg(d->store));
-    else if (n)
-        daemon_log("retention: pruned %lld rows", (long long)n);
+    struct audit_retention p = {
+        .older_than_ns = o->retain_ns ? (int64_t)sbx_now_ns() - o->retain_ns : 0,
+        .max_bytes = o->max_bytes, .rule = o->rule,
+    };
+    struct audit_removal res;
+    daemon_reserve_release(d);
+    int rc = audit_store_retain(d->store, &p, &res);
+    (void)daemon_reserve_take(d);
+    if (rc < 0) {
+        daemon_log_limited(&d->store_log, "retention: %s", audit_store_errmsg(d->store));
+        return;
+    }
+    if (res.rows)
+        daemon_log_limited(&d->store_log, "retention: pruned %lld rows (%lld-%lld), recorded "
+                           "as row %lld", (long long)res.rows, (long long)res.first_id,
+                           (long long)res.last_id, (long long)res.record_id);
+    if (res.more)
+        d->next_prune_ms = 0;
+    uint64_t now = daemon_now_ms();
+    if (res.held_back && (d->held_log_ms == 0 || now - d->held_log_ms >= HELD_LOG_MS)) {
+        daemon_log("retention: %lld rows are due but kept until an export sink acknowledges "
+                   "them (export_watermark)", (long long)res.held_back);
+        d->held_log_ms = now;
+    }
 }
 
 static void handle(struct daemon *d, struct epoll_event *e)
@@ -163,6 +198,12 @@ static void turn(struct daemon *d)
     int resume = daemon_accept_resume(d);
     if (resume >= 0 && (timeout < 0 || timeout > resume))
         timeout = resume;
+    /* Retention looks every PRUNE_EVERY_MS, idle or not. */
+    if (d->opts->retain_ns || d->opts->max_bytes) {
+        int until = d->next_prune_ms > now ? (int)(d->next_prune_ms - now) : 0;
+        if (timeout < 0 || timeout > until)
+            timeout = until;
+    }
     /* A guard that is stopped is looked for about twice a second. */
     if (ctl_watching(d) && (timeout == -1 || timeout > 500))
         timeout = 500;
@@ -261,7 +302,7 @@ static void free_all(struct daemon *d)
     free(d);
 }
 
-int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
+int daemon_run(const char *runtime_dir, const char *db_path, const struct daemon_opts *o)
 {
     struct daemon *d = calloc(1, sizeof *d);
     char err[1024];
@@ -270,7 +311,7 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
         return 1;
     daemon_startup_begin();
     d->uid = geteuid();
-    d->retain_ns = retain_ns;
+    d->opts = o;
     d->held_tail = &d->held;
     d->epfd = d->sigfd = d->ev_listen = d->ctl_listen = -1;
     /* Every agent process holds a ring socket and a pidfd here: take all
@@ -324,9 +365,13 @@ int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns)
         audit_store_set_fault_file(d->store, fault);
         daemon_log("fault injection on: commits fail while %s exists", fault);
     }
+    audit_store_set_export_required(d->store, o->export_on);
     d->logged_head = audit_store_last_id(d->store);
     daemon_log("serving %s and %s; store %s (chain head row %lld)", d->events_path,
                d->ctl_path, db_path, (long long)d->logged_head);
+    if (o->retain_ns || o->max_bytes)
+        daemon_log("retention on (%s): each removal is checkpointed and recorded in the "
+                   "chain; rows an export sink has not acknowledged are kept", o->rule);
     daemon_startup_done();
     while (!d->stopping)
         turn(d);

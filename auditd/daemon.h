@@ -155,6 +155,7 @@ struct daemon {
     bool accept_paused;         /* out of descriptors: listeners rest */
     uint64_t accept_resume_ms;
     struct log_limit fd_log;    /* lines about descriptors running out */
+    struct log_limit store_log; /* retention's lines */
     struct log_limit agent_log; /* lines an agent's processes can cause */
     struct ep ep_ev, ep_ctl, ep_sig;
     struct audit_store *store;
@@ -170,8 +171,10 @@ struct daemon {
     bool store_failed;          /* a write failed since the last retry time */
     uint64_t last_fail_log_ms;
     uint64_t next_req;
-    int64_t retain_ns;          /* 0: keep everything */
-    uint64_t next_prune_ms;
+    const struct daemon_opts *opts;
+    uint64_t next_prune_ms;     /* retention: the next look */
+    int64_t prune_at_id;        /* retention: the chain's end at the last look */
+    uint64_t held_log_ms;       /* retention: last "kept for the exporter" line */
     uint64_t last_head_log_ms;
     uint64_t last_busy_ms;      /* last turn that drained something */
     uint64_t head_ms;           /* when the store's head file was last brought up */
@@ -191,6 +194,11 @@ void daemon_startup_begin(void);
 void daemon_startup_done(void);
 uint64_t daemon_now_ms(void);
 void daemon_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* From now on the log is PATH (opened 0600, appending, and made our
+ * stderr, so that SQLite's and libc's messages land there too), renamed to
+ * PATH.1 (replacing the one before) whenever it passes MAX bytes: the log
+ * takes at most twice MAX.  0 / -1 (errno). */
+int daemon_log_open(const char *path, uint64_t max);
 /* daemon_log, at most a few lines a second per LIMIT (what an agent can
  * cause: it must not be able to fill the disk through our log). */
 void daemon_log_limited(struct log_limit *limit, const char *fmt, ...)
@@ -326,7 +334,20 @@ void ctl_tick(struct daemon *d);
 bool ctl_watching(const struct daemon *d);
 
 /* daemon.c */
+/* What the command line (or the environment, for a daemon started on
+ * demand) asks for. */
+struct daemon_opts {
+    int64_t retain_ns;          /* remove rows older than this; 0: keep */
+    uint64_t max_bytes;         /* the store's size cap; 0: none */
+    char rule[256];             /* the removal rows' rule: the options */
+    bool export_on;             /* an exporter runs: retention keeps every row
+                                 * no sink has acknowledged, even before the
+                                 * first acknowledgement */
+    const char *log_path;       /* NULL: log to stderr as it is (main opens it
+                                 * with daemon_log_open) */
+    uint64_t log_max;           /* rotate the log past this many bytes */
+};
 /* Sets up sockets and the store; runs until SIGTERM.  Exit status. */
-int daemon_run(const char *runtime_dir, const char *db_path, int64_t retain_ns);
+int daemon_run(const char *runtime_dir, const char *db_path, const struct daemon_opts *o);
 
 #endif

@@ -36,7 +36,20 @@ static const char schema[] =
      * the agent's name and run id. */
     "CREATE INDEX IF NOT EXISTS events_agent ON events(agent_ref);"
     "CREATE INDEX IF NOT EXISTS events_ts ON events(ts);"
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);";
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);"
+    /* Retention (retention.c): one row per removal of old rows.  The chain
+     * restarts after last_id, whose hash is kept here; row_id is the
+     * events row (op "retention") that records the same removal inside
+     * the chain, so that an altered checkpoint is caught by verify. */
+    "CREATE TABLE IF NOT EXISTS checkpoints("
+    " id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, first_id INTEGER NOT NULL,"
+    " last_id INTEGER NOT NULL, last_hash BLOB NOT NULL, rows INTEGER NOT NULL,"
+    " reason TEXT NOT NULL, row_id INTEGER NOT NULL);"
+    /* What each export sink has acknowledged: every row with id <= row_id
+     * has reached SINK.  Written by the exporter, read by retention, which
+     * never removes a row a sink has not acknowledged (store.h). */
+    "CREATE TABLE IF NOT EXISTS export_watermark("
+    " sink TEXT PRIMARY KEY, row_id INTEGER NOT NULL, hash TEXT, updated INTEGER);";
 
 void store_set_err(struct audit_store *st, const char *what)
 {
@@ -108,10 +121,27 @@ int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[
     int rc = -1;
     *id = 0;
     memset(hash, 0, AUDIT_HASH_LEN);
+    /* The newest checkpoint; a store pruned before checkpoints existed
+     * kept its one anchor in meta. */
+    int s = SQLITE_DONE;
+    /* (A store opened read-only may predate the table.) */
+    if (sqlite3_prepare_v2(st->db, "SELECT last_id, last_hash FROM checkpoints "
+                           "ORDER BY last_id DESC LIMIT 1", -1, &q, NULL) == SQLITE_OK)
+        s = sqlite3_step(q);
+    if (s == SQLITE_ROW) {
+        *id = sqlite3_column_int64(q, 0);
+        if (sqlite3_column_bytes(q, 1) == AUDIT_HASH_LEN)
+            memcpy(hash, sqlite3_column_blob(q, 1), AUDIT_HASH_LEN);
+        rc = 0;
+        goto out;
+    }
+    if (s != SQLITE_DONE)
+        goto out;
+    sqlite3_finalize(q);
+    q = NULL;
     if (sqlite3_prepare_v2(st->db, "SELECT key, value FROM meta WHERE key IN "
                            "('pruned_id','pruned_hash')", -1, &q, NULL) != SQLITE_OK)
         goto out;
-    int s;
     while ((s = sqlite3_step(q)) == SQLITE_ROW) {
         const char *k = (const char *)sqlite3_column_text(q, 0);
         if (k && strcmp(k, "pruned_id") == 0)
@@ -368,6 +398,13 @@ void audit_row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit
 }
 
 /* ---- batches ------------------------------------------------------------- */
+
+static int begin(struct audit_store *st);
+
+int store_begin(struct audit_store *st)
+{
+    return begin(st);
+}
 
 static int begin(struct audit_store *st)
 {

@@ -9,8 +9,9 @@
  * and hash) atomically by rename.  Readers (sbx-audit) open the store
  * read-only and never block the writer (WAL); they read through the
  * functions below only, so the schema is this module's alone.  `verify` recomputes the
- * chain from the last pruned row (meta table) to the end and compares the
- * head file.
+ * chain from the last retention checkpoint to the end, checks the
+ * checkpoints against the rows that record them, and compares the head
+ * file.
  *
  * Memory: the store owns everything it allocates; strings a caller passes
  * are copied by SQLite before the call returns; rows handed to a query
@@ -107,9 +108,64 @@ int64_t audit_store_last_id(const struct audit_store *st);
 /* Its hash in hex (65 bytes with the NUL). */
 void audit_store_last_hash_hex(const struct audit_store *st, char out[2 * AUDIT_HASH_LEN + 1]);
 
-/* Deletes the events older than BEFORE_NS that form a prefix of the chain,
- * recording the last deleted row's id and hash in `meta` so that verify
- * starts from there.  *PRUNED = rows removed.  0 / -1. */
+/* ---- retention (retention.c) ----------------------------------------------
+ * Old rows are removed from the front of the chain only, in steps of at
+ * most ROWS_PER_STEP rows, each step one transaction that deletes the rows,
+ * records a checkpoint (table `checkpoints`: the last removed row's id and
+ * hash, from which verify restarts the chain) and appends an events row
+ * (op "retention", layer "sbx", no agent; target "rows FIRST-LAST",
+ * target2 the last removed row's hash in hex, rule what asked for it,
+ * flags the number of rows) that records the removal inside the chain;
+ * agents rows of ended runs with no events row left go with it.
+ * The step is committed like a batch of events: atomically, with
+ * synchronous=NORMAL (a power loss may undo a whole step, never half of
+ * one), the head file following as for any batch.  A row that an
+ * export sink has not acknowledged (table `export_watermark`) is never
+ * removed. */
+struct audit_retention {
+    int64_t older_than_ns;      /* remove rows with ts before this; 0: none */
+    uint64_t max_bytes;         /* keep the database's used pages under this
+                                 * (removal starts above 90%, stops at 80%);
+                                 * 0: no cap */
+    int64_t rows_per_step;      /* 0: AUDIT_RETAIN_STEP */
+    const char *rule;           /* the removal row's rule, e.g.
+                                 * "sbx-auditd --retain 30d" */
+};
+
+/* ~90 ms of one core on the test machine (bench_store): removing a row
+ * costs more than appending one, and the loop waits for the step. */
+#define AUDIT_RETAIN_STEP 10000
+
+struct audit_removal {
+    int64_t rows;               /* removed in this step (0: nothing due) */
+    int64_t first_id, last_id;  /* the rows removed */
+    int64_t record_id;          /* the events row recording it */
+    bool more;                  /* more rows are due: call again */
+    int64_t held_back;          /* rows due but not yet exported: kept */
+    uint64_t used_bytes;        /* the database's used pages, before */
+};
+
+/* One step of retention under P (see above).  0 and RES, or -1 (errmsg;
+ * nothing was removed).  Commits an open batch first. */
+int audit_store_retain(struct audit_store *st, const struct audit_retention *p,
+                       struct audit_removal *res);
+
+/* The lowest row id that some export sink has not acknowledged (table
+ * export_watermark: the smallest row_id + 1), or INT64_MAX when no sink is
+ * recorded and REQUIRED is false; with REQUIRED (export is on but nothing
+ * is acknowledged yet) the first row's id, so that nothing is removable.
+ * 0 / -1. */
+int audit_store_export_floor(struct audit_store *st, bool required, int64_t *lowest);
+/* The daemon's export is on: retention keeps every row not acknowledged
+ * by a sink even before the first acknowledgement (export_floor REQUIRED). */
+void audit_store_set_export_required(struct audit_store *st, bool on);
+
+/* Bytes of the database file in use (pages minus free pages, times the
+ * page size; the WAL, at most 64 MiB, comes on top).  0 / -1. */
+int audit_store_used_bytes(struct audit_store *st, uint64_t *bytes);
+
+/* Compatibility: every retention step for rows older than BEFORE_NS;
+ * *PRUNED = rows removed.  0 / -1. */
 int audit_store_prune(struct audit_store *st, int64_t before_ns, int64_t *pruned);
 
 struct audit_verify {

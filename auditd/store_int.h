@@ -11,6 +11,8 @@
 struct audit_store {
     sqlite3 *db;
     bool ro;
+    bool export_required;                   /* retention waits for the exporter */
+    bool size_draining;                     /* retention: over the cap, trimming to 80% */
     char path[4096];
     char head[4104];
     sqlite3_stmt *ins, *agent_ins, *agent_end, *agent_kill;
@@ -47,13 +49,21 @@ int store_check_integrity(struct audit_store *st, char *err, size_t errsz);
  * checks that it is still the one at the store's path. */
 int store_note_file(struct audit_store *st);
 int store_check_same_file(struct audit_store *st);
-/* The last pruned row (id 0 and a zero hash when nothing was pruned). */
 /* Records in meta where this store lives (its real path, key "home"), so
  * that verify can tell a copy (SQLite's .backup, cp) from the store itself:
  * a copy may lack the head file, the store may not.  0 / -1. */
 int store_mark_home(struct audit_store *st);
 
+/* The chain's starting point: the newest retention checkpoint (or the
+ * anchor an older store kept in meta); id 0 and a zero hash when nothing
+ * was ever removed. */
 int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[AUDIT_HASH_LEN]);
+/* Opens the batch (BEGIN IMMEDIATE) if none is open.  0 / -1 (errmsg). */
+int store_begin(struct audit_store *st);
+/* verify.c: checks the checkpoints against the rows that record them
+ * (retention.c).  0 when they agree, else 1 with *BAD_ID and MSG set;
+ * -1 on a read error. */
+int store_check_checkpoints(struct audit_store *st, int64_t *bad_id, char *msg, size_t msgsz);
 
 #endif
 

@@ -69,6 +69,7 @@ int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *e
     unsigned char prev[AUDIT_HASH_LEN];
     if (store_pruned_anchor(st, &prev_id, prev) < 0)
         goto out;
+    int64_t anchor_id = prev_id;
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT %s FROM events ORDER BY id", store_row_cols);
     if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
@@ -104,7 +105,12 @@ int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *e
     if (s != SQLITE_DONE)
         goto out;
     hex(prev, last_hex);
+    int cps = store_check_checkpoints(st, &res->bad_id, res->msg, sizeof res->msg);
+    if (cps < 0)
+        goto out;
     rc = 0;
+    if (cps > 0)
+        goto out;
     char home[PATH_MAX];
     if (head == 0) {
         if (res->rows == 0) {
@@ -170,6 +176,11 @@ int audit_store_verify(struct audit_store *st, struct audit_verify *res, char *e
         snprintf(res->msg, sizeof res->msg, "ok: %lld rows, chain intact, head matches (row %lld; "
                  "%lld newer rows committed since)", (long long)res->rows, (long long)head_id,
                  (long long)(prev_id - head_id));
+    if (anchor_id > 0) {
+        size_t n = strlen(res->msg);
+        snprintf(res->msg + n, sizeof res->msg - n, "; starts after row %lld (older rows removed "
+                 "by retention, checkpoint matches)", (long long)anchor_id);
+    }
 out:
     if (rc < 0)
         snprintf(err, errsz, "verify: %s", sqlite3_errmsg(st->db));
@@ -178,59 +189,75 @@ out:
     return rc;
 }
 
-int audit_store_prune(struct audit_store *st, int64_t before_ns, int64_t *pruned)
+int store_check_checkpoints(struct audit_store *st, int64_t *bad_id, char *msg, size_t msgsz)
 {
-    *pruned = 0;
-    if (st->in_txn && audit_store_commit(st, false) < 0)
-        return -1;
+    /* Each checkpoint is said again by a chained row (retention.c): an
+     * altered checkpoint disagrees with its row, and the row cannot be
+     * altered without breaking the chain.  Rows that recorded older
+     * checkpoints may have been removed since; the newest one's row
+     * cannot have been. */
     sqlite3_stmt *q = NULL;
     int rc = -1;
-    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-        goto fail;
-    /* Only a prefix of the chain may go: the rows up to just before the
-     * first one that is recent enough. */
     if (sqlite3_prepare_v2(st->db,
-            "SELECT id, hash FROM events WHERE id < coalesce("
-            "(SELECT min(id) FROM events WHERE ts >= ?1), (SELECT max(id) + 1 FROM events))"
-            " ORDER BY id DESC LIMIT 1", -1, &q, NULL) != SQLITE_OK)
-        goto fail;
-    sqlite3_bind_int64(q, 1, before_ns);
-    int s = sqlite3_step(q);
-    if (s == SQLITE_DONE) {
+            "SELECT c.first_id, c.last_id, c.last_hash, c.rows, c.row_id, e.id, e.op, e.layer,"
+            " e.agent, e.target, e.target2, e.flags FROM checkpoints c"
+            " LEFT JOIN events e ON e.id = c.row_id ORDER BY c.last_id", -1, &q, NULL) != SQLITE_OK) {
+        /* A store from before checkpoints (opened read-only, so never
+         * given the table): nothing to check; its anchor is in meta. */
         rc = 0;
-        goto fail;      /* nothing to prune: just end the transaction */
+        goto out;
     }
-    if (s != SQLITE_ROW || sqlite3_column_bytes(q, 1) != AUDIT_HASH_LEN)
-        goto fail;
-    int64_t last = sqlite3_column_int64(q, 0);
-    unsigned char hash[AUDIT_HASH_LEN];
-    memcpy(hash, sqlite3_column_blob(q, 1), AUDIT_HASH_LEN);
+    int s;
+    int64_t prev_last = 0;
+    bool last_has_row = true;
+    int64_t last_cp = 0, last_row = 0;
+    rc = 0;
+    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t first = sqlite3_column_int64(q, 0), last = sqlite3_column_int64(q, 1);
+        int64_t nrows = sqlite3_column_int64(q, 3), row_id = sqlite3_column_int64(q, 4);
+        char want_target[64], want_hash[2 * AUDIT_HASH_LEN + 1] = "";
+        snprintf(want_target, sizeof want_target, "rows %lld-%lld", (long long)first,
+                 (long long)last);
+        if (sqlite3_column_bytes(q, 2) == AUDIT_HASH_LEN)
+            hex(sqlite3_column_blob(q, 2), want_hash);
+        const char *what = NULL;
+        if (first > last || last <= prev_last || row_id <= last)
+            what = "is out of order with the others";
+        last_cp = last;
+        last_row = row_id;
+        last_has_row = sqlite3_column_type(q, 5) != SQLITE_NULL;
+        if (!what && last_has_row) {
+            const char *op = (const char *)sqlite3_column_text(q, 6);
+            const char *layer = (const char *)sqlite3_column_text(q, 7);
+            const char *target = (const char *)sqlite3_column_text(q, 9);
+            const char *target2 = (const char *)sqlite3_column_text(q, 10);
+            if (!op || strcmp(op, "retention") != 0 || !layer || strcmp(layer, "sbx") != 0 ||
+                sqlite3_column_type(q, 8) != SQLITE_NULL || !target ||
+                strcmp(target, want_target) != 0 || !target2 || strcmp(target2, want_hash) != 0 ||
+                sqlite3_column_int64(q, 11) != nrows)
+                what = "does not match the row that recorded it (checkpoint altered)";
+        }
+        if (what) {
+            *bad_id = row_id;
+            snprintf(msg, msgsz, "row %lld: the checkpoint after row %lld %s", (long long)row_id,
+                     (long long)last, what);
+            rc = 1;
+            goto out;
+        }
+        prev_last = last;
+    }
+    if (s != SQLITE_DONE) {
+        rc = -1;
+        goto out;
+    }
+    if (last_cp && !last_has_row) {
+        *bad_id = last_row;
+        snprintf(msg, msgsz, "row %lld: missing: it recorded the newest checkpoint (after row "
+                 "%lld), which nothing else can have removed", (long long)last_row,
+                 (long long)last_cp);
+        rc = 1;
+    }
+out:
     sqlite3_finalize(q);
-    q = NULL;
-    if (sqlite3_prepare_v2(st->db, "DELETE FROM events WHERE id <= ?", -1, &q, NULL) != SQLITE_OK)
-        goto fail;
-    sqlite3_bind_int64(q, 1, last);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        goto fail;
-    *pruned = sqlite3_changes(st->db);
-    sqlite3_finalize(q);
-    q = NULL;
-    if (sqlite3_prepare_v2(st->db, "INSERT OR REPLACE INTO meta(key, value) VALUES"
-                           "('pruned_id', ?1), ('pruned_hash', ?2)", -1, &q, NULL) != SQLITE_OK)
-        goto fail;
-    sqlite3_bind_int64(q, 1, last);
-    sqlite3_bind_blob(q, 2, hash, AUDIT_HASH_LEN, SQLITE_STATIC);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        goto fail;
-    sqlite3_finalize(q);
-    q = NULL;
-    if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-        goto fail;
-    return 0;
-fail:
-    if (rc < 0)
-        store_set_err(st, "pruning");
-    sqlite3_finalize(q);
-    sqlite3_exec(st->db, rc < 0 ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
     return rc;
 }

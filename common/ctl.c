@@ -251,9 +251,12 @@ static int start_daemon(const char *rundir, int *ready, char *err, size_t errsz)
         if (dup2(p[1], 3) == 3 && fcntl(3, F_SETFD, 0) == 0)
             setenv("SBX_AUDITD_READY_FD", "3", 1);
         closefrom(4);
+        /* The daemon keeps its log size-capped itself (--log rotates it);
+         * retention and the size cap come from this environment
+         * (SBX_AUDITD_RETAIN, SBX_AUDITD_MAX_SIZE; sbx-auditd(8)). */
         if (exe[0])
-            execl(exe, "sbx-auditd", (char *)NULL);
-        execlp("sbx-auditd", "sbx-auditd", (char *)NULL);
+            execl(exe, "sbx-auditd", "--log", log, (char *)NULL);
+        execlp("sbx-auditd", "sbx-auditd", "--log", log, (char *)NULL);
         fprintf(stderr, "sbx: cannot start sbx-auditd: %s\n", strerror(errno));
         _exit(127);
     }

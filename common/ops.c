@@ -14,6 +14,7 @@ static const char *const op_names[SBX_OP__COUNT] = {
     [SBX_OP_START] = "start",           [SBX_OP_EXIT] = "exit",
     [SBX_OP_KILL] = "kill",             [SBX_OP_POLICY_ERROR] = "policy-error",
     [SBX_OP_UTIMES] = "utimes",         [SBX_OP_SEND] = "send",
+    [SBX_OP_RETENTION] = "retention",
 };
 
 static const char *const layer_names[SBX_LAYER__COUNT] = {
@@ -52,6 +53,7 @@ enum sbx_op_class sbx_op_class(enum sbx_op op)
     case SBX_OP_EXIT:
     case SBX_OP_KILL:
     case SBX_OP_POLICY_ERROR:
+    case SBX_OP_RETENTION:
     case SBX_OP__COUNT:
         return SBX_CLASS_LIFECYCLE;
     default:

@@ -30,6 +30,8 @@ enum sbx_op {
     SBX_OP_POLICY_ERROR,
     SBX_OP_UTIMES,          /* added: utimensat and friends (a write) */
     SBX_OP_SEND,            /* added: sendto/sendmsg with an address */
+    SBX_OP_RETENTION,       /* added: sbx-auditd removed old rows (a lifecycle
+                             * row of the store itself, never an agent's) */
     SBX_OP__COUNT
 };
 

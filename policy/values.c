@@ -4,6 +4,7 @@
  * bad value is reported at its own line and column (policy.h, load.c). */
 #include "internal.h"
 #include "duration.h"
+#include "size.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -55,35 +56,6 @@ const char *value_type_name(yaml_node_t *n)
 
 /* ---- scalars -------------------------------------------------------------- */
 
-/* "10MiB", "512 K", "4096": bytes.  -1 if malformed or too large. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    static const struct { const char *unit; uint64_t mul; } units[] = {
-        { "", 1 }, { "B", 1 }, { "K", 1ull << 10 }, { "KiB", 1ull << 10 },
-        { "M", 1ull << 20 }, { "MiB", 1ull << 20 }, { "G", 1ull << 30 }, { "GiB", 1ull << 30 },
-    };
-    uint64_t v = 0;
-    const char *q = s;
-
-    if (!isdigit((unsigned char)*q))
-        return -1;
-    for (; isdigit((unsigned char)*q); q++) {
-        if (v > (UINT64_MAX - 9) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*q - '0');
-    }
-    while (*q == ' ')
-        q++;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(q, units[i].unit) == 0) {
-            if (v > UINT64_MAX / units[i].mul)
-                return -1;
-            *out = v * units[i].mul;
-            return 0;
-        }
-    return -1;
-}
-
 /* A scalar from a fixed set; returns its index or -1 after reporting. */
 static int pick(struct loader *ld, const char *file, yaml_node_t *n, const char *what,
                 const char *const *choices, size_t nchoices)
@@ -113,7 +85,7 @@ static void size_value(struct loader *ld, const char *file, yaml_node_t *n, cons
         *out = 0;
         return;
     }
-    if (s == NULL || parse_size(s, out) < 0)
+    if (s == NULL || sbx_size_parse(s, out) < 0)
         load_error(ld, file, &n->start_mark,
                    "%s: bad size \"%s\" (a number with B, KiB, MiB, GiB, K, M or G, e.g. 10MiB)",
                    what, s ? s : value_type_name(n));
