@@ -782,9 +782,12 @@ def _exit(status):
     os._exit(status)
 
 
-def main_exec(reader, allowed, pre_imports, hooks):
-    import linecache
-    import traceback  # noqa: F401  (loaded before `open` leaves builtins)
+def _prepare_exec(allowed, pre_imports, hooks):
+    """What every exec sandbox has before its request: unbuffered stdio,
+    the pre-imports, a fresh __main__, the runtime hooks.  Returns the
+    __main__ module."""
+    import linecache  # noqa: F401  (loaded before `open` leaves builtins)
+    import traceback  # noqa: F401
     import types
 
     _set_stdio()
@@ -799,7 +802,13 @@ def main_exec(reader, allowed, pre_imports, hooks):
     user_globals["__builtins__"] = sys.modules["builtins"]
     if hooks:
         install_hooks(allowed, user_globals)
-    ready()
+    return main
+
+
+def _run_request(reader, main, close_fds=(FD_IN, FD_OUT)):
+    """Reads the one request from READER, closes the protocol's fds and
+    runs the code as __main__; never returns."""
+    import linecache
 
     req = reader.read_json()
     if req is None:
@@ -807,9 +816,10 @@ def main_exec(reader, allowed, pre_imports, hooks):
     code = req.get("code")
     if not isinstance(code, str):
         fail("a request needs a string 'code'")
-    os.close(FD_IN)
-    os.close(FD_OUT)
+    for fd in close_fds:
+        os.close(fd)
 
+    user_globals = main.__dict__
     # The code's own lines, for its tracebacks (mtime None: never re-read).
     linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")
     sys.modules["__main__"] = main
@@ -835,9 +845,233 @@ def main_exec(reader, allowed, pre_imports, hooks):
     _exit(0)
 
 
+def main_exec(reader, allowed, pre_imports, hooks):
+    main = _prepare_exec(allowed, pre_imports, hooks)
+    ready()
+    _run_request(reader, main)
+
+
+# ---- zygote mode: the fork server (docs/serve.md "The fork server") -------------
+
+FD_ZYGOTE = 5           # a SOCK_SEQPACKET socket to sbx-serve
+
+
+class _Walls:
+    """What a forked child adds to the sandbox it inherits, built once in
+    the zygote: a Landlock layer that takes /tmp away but for the request's
+    own directory and scopes signals and abstract sockets to the request's
+    own processes, and a seccomp filter that refuses setsid and setpgid (so
+    no process of the request leaves its process group, which the timeout
+    kills as a whole).  Layers only narrow what the sandbox allows."""
+
+    def __init__(self):
+        import ctypes
+        import platform
+        import struct
+
+        self.ctypes, self.struct = ctypes, struct
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.syscall = self.libc.syscall
+        self.syscall.restype = ctypes.c_long
+        self.prctl = self.libc.prctl
+        try:
+            self.rebind = self.libc.sbx_guard_rebind
+            self.rebind.argtypes = (ctypes.c_char_p,) * 3
+        except AttributeError:
+            self.rebind = None          # no guard in this sandbox
+        arch = platform.machine()
+        if arch == "x86_64":
+            self.nr = {"create": 444, "add": 445, "restrict": 446, "setsid": 112, "setpgid": 109}
+            audit_arch = 0xC000003E
+        elif arch == "aarch64":
+            self.nr = {"create": 444, "add": 445, "restrict": 446, "setsid": 157, "setpgid": 154}
+            audit_arch = 0xC00000B7
+        else:
+            raise ProtocolError(f"the fork server does not know the architecture {arch}")
+        L = ctypes.c_long
+        self.abi = self.syscall(L(self.nr["create"]), None, L(0), L(1))
+        if self.abi < 1:
+            raise ProtocolError("the fork server needs Landlock")
+        bits = 13 if self.abi == 1 else 14 if self.abi == 2 else 15
+        self.fs_all = (1 << bits) - 1
+        self.fs_file = 0b111 | ((1 << 14) if bits >= 15 else 0)    # EXECUTE WRITE READ TRUNCATE
+        if self.abi >= 6:
+            self.attr = struct.pack("=QQQ", self.fs_all, 0, 3)     # scopes: abstract unix, signals
+        else:
+            self.attr = struct.pack("=Q", self.fs_all)
+        # Every top-level entry but /tmp, opened once (O_PATH): the layer
+        # grants all of them everything, the sandbox's own layer decides.
+        self.tops = []
+        try:
+            names = os.listdir("/")
+        except OSError:
+            names = ["bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "media",
+                     "mnt", "opt", "proc", "root", "run", "sbin", "srv", "sys", "usr", "var"]
+            names += [p.split("/")[1] for p in (os.getcwd(), os.path.abspath(__file__))
+                      if p.count("/") >= 2]
+        for name in sorted(set(names)):
+            if name == "tmp":
+                continue
+            try:
+                fd = os.open("/" + name, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            import stat
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            self.tops.append((fd, self.fs_all if is_dir else self.fs_file))
+        # struct sock_filter {u16 code; u8 jt, jf; u32 k}
+        ld, jeq, ret = 0x20, 0x15, 0x06
+        eperm, allow, kill = 0x00050001, 0x7FFF0000, 0x80000000
+        ins = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill),
+               (ld, 0, 0, 0),
+               (0x35, 0, 1, 0x40000000), (ret, 0, 0, eperm),     # jge: x32 numbers
+               (jeq, 0, 1, self.nr["setsid"]), (ret, 0, 0, eperm),
+               (jeq, 0, 1, self.nr["setpgid"]), (ret, 0, 0, eperm),
+               (ret, 0, 0, allow)]
+        self.bpf = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in ins))
+
+        class FProg(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        self.fprog = FProg(len(ins), ctypes.cast(self.bpf, ctypes.c_void_p))
+
+    def _fail(self, what):
+        e = self.ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+    def enter(self, tmp_fd):
+        """In the child: the layer and the filter.  Raises OSError."""
+        ct, L = self.ctypes, self.ctypes.c_long
+        rs = self.syscall(L(self.nr["create"]), ct.c_char_p(self.attr), L(len(self.attr)), L(0))
+        if rs < 0:
+            self._fail("landlock_create_ruleset")
+        try:
+            for fd, access in self.tops + [(tmp_fd, self.fs_all)]:
+                rule = ct.c_char_p(self.struct.pack("=Qi", access, fd))
+                if self.syscall(L(self.nr["add"]), L(rs), L(1), rule, L(0)) < 0:
+                    self._fail("landlock_add_rule")
+            if self.syscall(L(self.nr["restrict"]), L(rs), L(0)) < 0:
+                self._fail("landlock_restrict_self")
+        finally:
+            os.close(rs)
+        # PR_SET_SECCOMP, SECCOMP_MODE_FILTER (no_new_privs is already set)
+        if self.prctl(ct.c_int(22), ct.c_ulong(2), ct.byref(self.fprog), ct.c_ulong(0),
+                      ct.c_ulong(0)) != 0:
+            self._fail("seccomp")
+
+
+def _zygote_child(walls, main, msg, fds, tmp_fd, tmpdir):
+    """The forked child: becomes the request's agent, enters its walls,
+    takes its descriptors and runs the code.  Never returns."""
+    req_r, out_w, err_w, status = fds
+    try:
+        if walls.rebind is not None and walls.rebind(
+                msg["agent"].encode(), msg["run_id"].encode(), msg["token"].encode()) != 0:
+            raise OSError(walls.ctypes.get_errno(), "cannot report as the request's agent")
+        os.environ.update({"SBX_AGENT": msg["agent"], "SBX_AGENT_ID": msg["run_id"],
+                           "SBX_AGENT_TOKEN": msg["token"], "HOME": tmpdir, "TMPDIR": tmpdir})
+        os.setpgid(0, 0)
+        os.close(status)
+        walls.enter(tmp_fd)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(req_r, FD_IN)
+        # Nothing of the zygote and of other requests: their sockets,
+        # their pipes, the Landlock rule descriptors.
+        os.closerange(FD_IN + 1, 1 << 20)
+    except BaseException as e:          # noqa: BLE001
+        try:
+            os.write(err_w, f"sbx-serve: the request's sandbox failed: {e}\n".encode())
+        except OSError:
+            pass
+        os._exit(125)
+    _run_request(LineReader(FD_IN), main, close_fds=(FD_IN,))
+
+
+def main_zygote(reader, allowed, pre_imports, hooks):
+    """The fork server: one long-lived interpreter, already inside the
+    sandbox with the pre-imports and the hooks, that forks one single-use
+    child per request and never runs code itself."""
+    import select
+    import shutil
+    import signal
+    import socket
+    import struct
+
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"    # a forked child has one thread
+    walls = _Walls()
+    main = _prepare_exec(allowed, pre_imports, hooks)
+    sock = socket.socket(fileno=FD_ZYGOTE)
+    ready()
+    base = os.environ.get("TMPDIR", "/tmp")
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    running = {}                        # pidfd -> (pid, status socket, tmpdir)
+
+    def finish(pidfd):
+        pid, status, tmpdir = running.pop(pidfd)
+        poller.unregister(pidfd)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        try:
+            os.killpg(pid, signal.SIGKILL)      # what the code left running
+        except OSError:
+            pass
+        _, wstatus = os.waitpid(pid, 0)
+        os.close(pidfd)
+        try:
+            os.write(status, struct.pack("=ci", b"W", wstatus))
+        except OSError:
+            pass
+        os.close(status)
+        for _ in range(3):
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            if not os.path.lexists(tmpdir):
+                break
+
+    while True:
+        for fd, _ in poller.poll():
+            if fd in running:
+                finish(fd)
+                continue
+            data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+            if not data:
+                os._exit(0)
+            try:
+                msg = json.loads(data)
+                if len(fds) != 4 or not all(isinstance(msg.get(k), str) and msg[k]
+                                            for k in ("id", "agent", "run_id", "token")) \
+                        or not re.fullmatch(r"[0-9a-f]{16}", msg["id"]):
+                    raise ProtocolError("a fork request needs id, agent, run_id, token and 4 fds")
+                tmpdir = os.path.join(base, "req-" + msg["id"])
+                os.mkdir(tmpdir, 0o700)
+                tmp_fd = os.open(tmpdir, os.O_PATH | os.O_CLOEXEC)
+                pid = os.fork()
+                if pid == 0:
+                    _zygote_child(walls, main, msg, fds, tmp_fd, tmpdir)
+                os.close(tmp_fd)
+                try:
+                    os.setpgid(pid, pid)        # before the server may kill the group
+                except OSError:
+                    pass
+                pidfd = os.pidfd_open(pid)
+                for f in fds[:3]:
+                    os.close(f)
+                running[pidfd] = (pid, fds[3], tmpdir)
+                poller.register(pidfd, select.POLLIN)
+                # A plain send: sbx-serve finds the child in /proc (a
+                # sendmsg would wait for the seccomp supervisor).
+                sock.send(json.dumps({"id": msg["id"], "pid": pid}).encode())
+            except (ProtocolError, OSError, ValueError) as e:
+                for f in fds:
+                    try:
+                        os.close(f)
+                    except OSError:
+                        pass
+                sock.send(json.dumps({"error": f"fork: {e}"}).encode())
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("check", "exec"):
-        sys.stderr.write("usage: serve-runner.py check|exec\n")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("check", "exec", "zygote"):
+        sys.stderr.write("usage: serve-runner.py check|exec|zygote\n")
         os._exit(2)
     mode = sys.argv[1]
     reader = LineReader(FD_IN)
@@ -853,6 +1087,8 @@ def main():
     try:
         if mode == "check":
             main_check(reader, Checker(allowed, blocklist, stages))
+        elif mode == "zygote":
+            main_zygote(reader, allowed, pre, hooks)
         else:
             main_exec(reader, allowed, pre, hooks)
     except ProtocolError as e:
