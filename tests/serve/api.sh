@@ -568,11 +568,8 @@ print('connected')"
 }
 
 test_a_fork_bomb_is_bounded_and_the_service_lives_on() {
-    # A known gap, not a pass: the request's uid 0 is the host's root when
-    # sbx-serve runs as root, and the kernel does not hold root to
-    # RLIMIT_NPROC.  Until requests run as an unprivileged host uid (or in a
-    # pids cgroup) only a non-root service is bounded; docs/serve.md says so.
-    [ "$(id -u)" -ne 0 ] || skip "sbx-serve as root: RLIMIT_NPROC does not bind host root (open gap of issue 16)"
+    # As root too: RLIMIT_NPROC does not hold host root, so sbx-serve puts
+    # each request in a pids cgroup of its own (docs/serve.md).
     need observe
     execute 'import os, time
 n = 0
