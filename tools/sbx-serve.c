@@ -384,7 +384,7 @@ int main(int argc, char **argv)
     if (serve_sup_start(&sup) < 0)
         err(1, "cannot start the supervisor's thread");
     int started = fork_server
-        ? serve_pool_start_zygote(spawner, &scfg, max_conc > 1 ? 2 : 1, why, sizeof why)
+        ? serve_pool_start_zygote(spawner, &scfg, max_conc, max_conc > 1 ? 2 : 1, why, sizeof why)
         : serve_pool_start(spawner, pool, max_conc > 1 ? 2 : 1, why, sizeof why);
     if (started < 0) {
         kill(spawner_pid, SIGKILL);
@@ -400,7 +400,8 @@ int main(int argc, char **argv)
         errx(1, "%s", why);
     if (fork_server)
         fprintf(stderr, "sbx-serve: listening on %s; profile %s (%s); %zu concurrent, queue %zu, "
-                "fork server\n", listen_addr, prof.name, profile_path, max_conc, queue);
+                "%zu fork servers\n", listen_addr, prof.name, profile_path, max_conc, queue,
+                max_conc);
     else
         fprintf(stderr, "sbx-serve: listening on %s; profile %s (%s); %zu concurrent, queue %zu, "
                 "%zu warm sandboxes\n", listen_addr, prof.name, profile_path, max_conc, queue, pool);

@@ -858,11 +858,14 @@ FD_ZYGOTE = 5           # a SOCK_SEQPACKET socket to sbx-serve
 
 class _Walls:
     """What a forked child adds to the sandbox it inherits, built once in
-    the zygote: a Landlock layer that takes /tmp away but for the request's
-    own directory and scopes signals and abstract sockets to the request's
-    own processes, and a seccomp filter that refuses setsid and setpgid (so
-    no process of the request leaves its process group, which the timeout
-    kills as a whole).  Layers only narrow what the sandbox allows."""
+    the zygote: a Landlock layer of its own (a new domain: the request's
+    processes cannot signal, ptrace or read /proc/PID/mem, environ or fd/
+    of the zygote; with ABI 6 no signal and no abstract unix socket leaves
+    the request), and a seccomp filter that refuses setsid and setpgid (no
+    process of the request leaves its process group, which the timeout and
+    the zygote kill as a whole) and System V IPC and POSIX message queues
+    (the one kind of state a request could leave in the zygote's ipc
+    namespace).  Layers only narrow what the sandbox allows."""
 
     def __init__(self):
         import ctypes
@@ -880,54 +883,41 @@ class _Walls:
         except AttributeError:
             self.rebind = None          # no guard in this sandbox
         arch = platform.machine()
+        # landlock_create_ruleset, _add_rule, _restrict_self; then the
+        # calls the filter refuses.
         if arch == "x86_64":
-            self.nr = {"create": 444, "add": 445, "restrict": 446, "setsid": 112, "setpgid": 109}
+            ll = (444, 445, 446)
+            refused = (112, 109, 29, 64, 68, 240)   # setsid setpgid shmget semget msgget mq_open
             audit_arch = 0xC000003E
         elif arch == "aarch64":
-            self.nr = {"create": 444, "add": 445, "restrict": 446, "setsid": 157, "setpgid": 154}
+            ll = (444, 445, 446)
+            refused = (157, 154, 194, 190, 186, 180)
             audit_arch = 0xC00000B7
         else:
             raise ProtocolError(f"the fork server does not know the architecture {arch}")
+        self.ll = ll
         L = ctypes.c_long
-        self.abi = self.syscall(L(self.nr["create"]), None, L(0), L(1))
+        self.abi = self.syscall(L(ll[0]), None, L(0), L(1))
         if self.abi < 1:
             raise ProtocolError("the fork server needs Landlock")
         bits = 13 if self.abi == 1 else 14 if self.abi == 2 else 15
-        self.fs_all = (1 << bits) - 1
-        self.fs_file = 0b111 | ((1 << 14) if bits >= 15 else 0)    # EXECUTE WRITE READ TRUNCATE
+        fs_all = (1 << bits) - 1
         if self.abi >= 6:
-            self.attr = struct.pack("=QQQ", self.fs_all, 0, 3)     # scopes: abstract unix, signals
+            self.attr = struct.pack("=QQQ", fs_all, 0, 3)          # scopes: abstract unix, signals
         else:
-            self.attr = struct.pack("=Q", self.fs_all)
-        # Every top-level entry but /tmp, opened once (O_PATH): the layer
-        # grants all of them everything, the sandbox's own layer decides.
-        self.tops = []
-        try:
-            names = os.listdir("/")
-        except OSError:
-            names = ["bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "media",
-                     "mnt", "opt", "proc", "root", "run", "sbin", "srv", "sys", "usr", "var"]
-            names += [p.split("/")[1] for p in (os.getcwd(), os.path.abspath(__file__))
-                      if p.count("/") >= 2]
-        for name in sorted(set(names)):
-            if name == "tmp":
-                continue
-            try:
-                fd = os.open("/" + name, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            import stat
-            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-            self.tops.append((fd, self.fs_all if is_dir else self.fs_file))
+            self.attr = struct.pack("=Q", fs_all)
+        # Everything on "/": the sandbox's own layer decides what the files
+        # are; this layer is for the domain and its scopes.
+        self.root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+        self.rule = struct.pack("=Qi", fs_all, self.root)
         # struct sock_filter {u16 code; u8 jt, jf; u32 k}
-        ld, jeq, ret = 0x20, 0x15, 0x06
+        ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
         eperm, allow, kill = 0x00050001, 0x7FFF0000, 0x80000000
         ins = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill),
-               (ld, 0, 0, 0),
-               (0x35, 0, 1, 0x40000000), (ret, 0, 0, eperm),     # jge: x32 numbers
-               (jeq, 0, 1, self.nr["setsid"]), (ret, 0, 0, eperm),
-               (jeq, 0, 1, self.nr["setpgid"]), (ret, 0, 0, eperm),
-               (ret, 0, 0, allow)]
+               (ld, 0, 0, 0), (jge, 0, 1, 0x40000000), (ret, 0, 0, eperm)]    # x32 numbers
+        for nr in refused:
+            ins += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+        ins.append((ret, 0, 0, allow))
         self.bpf = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in ins))
 
         class FProg(ctypes.Structure):
@@ -938,18 +928,16 @@ class _Walls:
         e = self.ctypes.get_errno()
         raise OSError(e, f"{what}: {os.strerror(e)}")
 
-    def enter(self, tmp_fd):
+    def enter(self):
         """In the child: the layer and the filter.  Raises OSError."""
         ct, L = self.ctypes, self.ctypes.c_long
-        rs = self.syscall(L(self.nr["create"]), ct.c_char_p(self.attr), L(len(self.attr)), L(0))
+        rs = self.syscall(L(self.ll[0]), ct.c_char_p(self.attr), L(len(self.attr)), L(0))
         if rs < 0:
             self._fail("landlock_create_ruleset")
         try:
-            for fd, access in self.tops + [(tmp_fd, self.fs_all)]:
-                rule = ct.c_char_p(self.struct.pack("=Qi", access, fd))
-                if self.syscall(L(self.nr["add"]), L(rs), L(1), rule, L(0)) < 0:
-                    self._fail("landlock_add_rule")
-            if self.syscall(L(self.nr["restrict"]), L(rs), L(0)) < 0:
+            if self.syscall(L(self.ll[1]), L(rs), L(1), ct.c_char_p(self.rule), L(0)) < 0:
+                self._fail("landlock_add_rule")
+            if self.syscall(L(self.ll[2]), L(rs), L(0)) < 0:
                 self._fail("landlock_restrict_self")
         finally:
             os.close(rs)
@@ -959,7 +947,7 @@ class _Walls:
             self._fail("seccomp")
 
 
-def _zygote_child(walls, main, msg, fds, tmp_fd, tmpdir):
+def _zygote_child(walls, main, msg, fds):
     """The forked child: becomes the request's agent, enters its walls,
     takes its descriptors and runs the code.  Never returns."""
     req_r, out_w, err_w, status = fds
@@ -968,15 +956,14 @@ def _zygote_child(walls, main, msg, fds, tmp_fd, tmpdir):
                 msg["agent"].encode(), msg["run_id"].encode(), msg["token"].encode()) != 0:
             raise OSError(walls.ctypes.get_errno(), "cannot report as the request's agent")
         os.environ.update({"SBX_AGENT": msg["agent"], "SBX_AGENT_ID": msg["run_id"],
-                           "SBX_AGENT_TOKEN": msg["token"], "HOME": tmpdir, "TMPDIR": tmpdir})
+                           "SBX_AGENT_TOKEN": msg["token"]})
         os.setpgid(0, 0)
         os.close(status)
-        walls.enter(tmp_fd)
+        walls.enter()
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.dup2(req_r, FD_IN)
-        # Nothing of the zygote and of other requests: their sockets,
-        # their pipes, the Landlock rule descriptors.
+        # Nothing of the zygote: its socket, its descriptor of "/".
         os.closerange(FD_IN + 1, 1 << 20)
     except BaseException as e:          # noqa: BLE001
         try:
@@ -987,86 +974,101 @@ def _zygote_child(walls, main, msg, fds, tmp_fd, tmpdir):
     _run_request(LineReader(FD_IN), main, close_fds=(FD_IN,))
 
 
-def main_zygote(reader, allowed, pre_imports, hooks):
-    """The fork server: one long-lived interpreter, already inside the
-    sandbox with the pre-imports and the hooks, that forks one single-use
-    child per request and never runs code itself."""
-    import select
+def _empty_dir(path):
+    """Removes everything in PATH (not PATH itself) but the mount points
+    the sandbox put there (sbx's runtime directory when it lies under
+    /tmp): what is left is what the sandbox had when it started."""
     import shutil
+    try:
+        dev = os.stat(path).st_dev
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for e in entries:
+        try:
+            if e.stat(follow_symlinks=False).st_dev != dev:
+                continue
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                os.unlink(e.path)
+        except OSError:
+            pass
+
+
+def main_zygote(reader, allowed, pre_imports, hooks):
+    """The fork server: one long-lived interpreter, already inside its
+    sandbox with the pre-imports and the hooks, that forks a single-use
+    child for each request, one request at a time, and never runs code
+    itself.  Between two requests it kills what the last one left running
+    and empties /tmp: the next child finds the sandbox as the zygote left
+    it when it said ready."""
     import signal
     import socket
     import struct
+    import time
 
     os.environ["OPENBLAS_NUM_THREADS"] = "1"    # a forked child has one thread
     walls = _Walls()
     main = _prepare_exec(allowed, pre_imports, hooks)
     sock = socket.socket(fileno=FD_ZYGOTE)
+    tmp = os.environ.get("TMPDIR", "/tmp")
+    _empty_dir(tmp)
     ready()
-    base = os.environ.get("TMPDIR", "/tmp")
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    running = {}                        # pidfd -> (pid, status socket, tmpdir)
 
-    def finish(pidfd):
-        pid, status, tmpdir = running.pop(pidfd)
-        poller.unregister(pidfd)
+    while True:
+        data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+        if not data:
+            os._exit(0)
+        try:
+            msg = json.loads(data)
+            if len(fds) != 4 or not all(isinstance(msg.get(k), str) and msg[k]
+                                        for k in ("id", "agent", "run_id", "token")):
+                raise ProtocolError("a fork request needs id, agent, run_id, token and 4 fds")
+            pid = os.fork()
+            if pid == 0:
+                _zygote_child(walls, main, msg, fds)
+            try:
+                os.setpgid(pid, pid)        # before sbx-serve may kill the group
+            except OSError:
+                pass
+            for f in fds[:3]:
+                os.close(f)
+            # A plain send: sbx-serve finds the child in /proc (a sendmsg
+            # would wait for the seccomp supervisor).
+            sock.send(json.dumps({"id": msg["id"], "pid": pid}).encode())
+        except (ProtocolError, OSError, ValueError) as e:
+            for f in fds:
+                try:
+                    os.close(f)
+                except OSError:
+                    pass
+            sock.send(json.dumps({"error": f"fork: {e}"}).encode())
+            continue
+        # The request's end: its own process first (not reaped, so its
+        # group cannot be reused), then the rest of its group.
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
         try:
-            os.killpg(pid, signal.SIGKILL)      # what the code left running
+            os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
         _, wstatus = os.waitpid(pid, 0)
-        os.close(pidfd)
+        # Every process of the group is gone before /tmp is emptied and
+        # the status says the request is over (the orphans' parent is the
+        # sandbox's init, which reaps them; a killed process is gone from
+        # its group at once).
+        for _ in range(200):
+            try:
+                os.killpg(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.005)
+        _empty_dir(tmp)
         try:
-            os.write(status, struct.pack("=ci", b"W", wstatus))
+            os.write(fds[3], struct.pack("=ci", b"W", wstatus))
         except OSError:
             pass
-        os.close(status)
-        for _ in range(3):
-            shutil.rmtree(tmpdir, ignore_errors=True)
-            if not os.path.lexists(tmpdir):
-                break
-
-    while True:
-        for fd, _ in poller.poll():
-            if fd in running:
-                finish(fd)
-                continue
-            data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
-            if not data:
-                os._exit(0)
-            try:
-                msg = json.loads(data)
-                if len(fds) != 4 or not all(isinstance(msg.get(k), str) and msg[k]
-                                            for k in ("id", "agent", "run_id", "token")) \
-                        or not re.fullmatch(r"[0-9a-f]{16}", msg["id"]):
-                    raise ProtocolError("a fork request needs id, agent, run_id, token and 4 fds")
-                tmpdir = os.path.join(base, "req-" + msg["id"])
-                os.mkdir(tmpdir, 0o700)
-                tmp_fd = os.open(tmpdir, os.O_PATH | os.O_CLOEXEC)
-                pid = os.fork()
-                if pid == 0:
-                    _zygote_child(walls, main, msg, fds, tmp_fd, tmpdir)
-                os.close(tmp_fd)
-                try:
-                    os.setpgid(pid, pid)        # before the server may kill the group
-                except OSError:
-                    pass
-                pidfd = os.pidfd_open(pid)
-                for f in fds[:3]:
-                    os.close(f)
-                running[pidfd] = (pid, fds[3], tmpdir)
-                poller.register(pidfd, select.POLLIN)
-                # A plain send: sbx-serve finds the child in /proc (a
-                # sendmsg would wait for the seccomp supervisor).
-                sock.send(json.dumps({"id": msg["id"], "pid": pid}).encode())
-            except (ProtocolError, OSError, ValueError) as e:
-                for f in fds:
-                    try:
-                        os.close(f)
-                    except OSError:
-                        pass
-                sock.send(json.dumps({"error": f"fork: {e}"}).encode())
+        os.close(fds[3])
 
 
 def main():

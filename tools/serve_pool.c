@@ -25,6 +25,7 @@
 #define READY_TIMEOUT_MS 30000
 #define MAX_POOL 64
 #define MAX_CHECK 8
+#define MAX_ZYGOTES 64
 
 static struct {
     pthread_mutex_t lock;
@@ -73,6 +74,9 @@ void serve_pool_discard(struct serve_box *box, int status, const char *detail)
 {
     if (box == NULL)
         return;
+    /* Its zygote serves the next request at once: it takes the next one
+     * only once this one's processes are gone and /tmp is empty. */
+    serve_zygote_release(box);
     box_end(box, status, detail);
     if (box->cgroup[0])
         serve_zygote_cgroup_remove(box);
@@ -187,8 +191,8 @@ static void *pool_main(void *arg)
             st[n_st++] = (struct starting){ b, mono_s() };
             continue;
         }
-        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + 1 + MAX_STARTING];
-        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + 1 + MAX_STARTING];
+        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + MAX_ZYGOTES + MAX_STARTING];
+        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + MAX_ZYGOTES + MAX_STARTING];
         size_t n = 0;
         for (size_t i = 0; i < pool.n_idle; i++) {
             struct serve_box *b = pool.idle[i];
@@ -204,9 +208,15 @@ static void *pool_main(void *arg)
             who[n] = NULL;
             pf[n++] = (struct pollfd){ checkers[i].up ? checkers[i].box.ctl : -1, POLLIN, 0 };
         }
-        size_t i_zygote = n;
-        who[n] = NULL;
-        pf[n++] = (struct pollfd){ pool.zygote ? serve_zygote_ctl() : -1, POLLIN, 0 };
+        size_t i_zygote = n, n_zyg = 0;
+        if (pool.zygote) {
+            int zfd[MAX_ZYGOTES];
+            n_zyg = serve_zygote_ctl_fds(zfd, MAX_ZYGOTES);
+            for (size_t i = 0; i < n_zyg; i++) {
+                who[n] = NULL;
+                pf[n++] = (struct pollfd){ zfd[i], POLLIN, 0 };
+            }
+        }
         size_t first_st = n;
         for (size_t i = 0; i < n_st; i++) {
             who[n] = st[i].box;
@@ -220,8 +230,9 @@ static void *pool_main(void *arg)
         for (size_t i = 0; r > 0 && i < n_checkers; i++)
             if (pf[first_check + i].revents)
                 checker_ctl(&checkers[i]);
-        if (r > 0 && pf[i_zygote].revents)
-            serve_zygote_on_ctl();
+        for (size_t i = 0; r > 0 && i < n_zyg; i++)
+            if (pf[i_zygote + i].revents)
+                serve_zygote_on_ctl(i);
         /* Starting sandboxes: ready, failed, or too slow. */
         for (size_t i = n_st; i-- > 0;) {
             char err[512];
@@ -310,14 +321,14 @@ static int start_checkers(int spawner, size_t ncheck, char *err, size_t errsz)
     return 0;
 }
 
-int serve_pool_start_zygote(int spawner, const struct serve_spawn_cfg *cfg, size_t ncheck,
-                            char *err, size_t errsz)
+int serve_pool_start_zygote(int spawner, const struct serve_spawn_cfg *cfg, size_t nzygote,
+                            size_t ncheck, char *err, size_t errsz)
 {
     if (start_checkers(spawner, ncheck, err, errsz) < 0)
         return -1;
     /* Now, so that a profile or a runner that cannot start stops the
      * service before it listens. */
-    if (serve_zygote_start(spawner, cfg, err, errsz) < 0)
+    if (serve_zygote_start(spawner, cfg, nzygote, err, errsz) < 0)
         return -1;
     pool.zygote = true;
     pool.target = 0;
@@ -382,7 +393,7 @@ size_t serve_pool_ready(void)
     size_t n;
 
     if (pool.zygote)
-        return serve_zygote_up() ? 1 : 0;
+        return serve_zygote_up();
     pthread_mutex_lock(&pool.lock);
     n = pool.n_idle;
     pthread_mutex_unlock(&pool.lock);

@@ -28,11 +28,11 @@
  * are ready, so a failure to start shows at once. */
 int serve_pool_start(int spawner, size_t target, size_t ncheck, char *err, size_t errsz);
 
-/* The same with the fork server (serve_zygote.h) instead of the pool of
- * fresh sandboxes: every request is a fork of one warm zygote.  CFG is
+/* The same with fork servers (serve_zygote.h) instead of the pool of
+ * fresh sandboxes: NZYGOTE warm zygotes, each request a fork of one.  CFG is
  * kept (not copied). */
-int serve_pool_start_zygote(int spawner, const struct serve_spawn_cfg *cfg, size_t ncheck,
-                            char *err, size_t errsz);
+int serve_pool_start_zygote(int spawner, const struct serve_spawn_cfg *cfg, size_t nzygote,
+                            size_t ncheck, char *err, size_t errsz);
 
 /* A ready exec sandbox, waiting at most TIMEOUT_MS (or a fork of the
  * zygote).  NULL with ERR. */

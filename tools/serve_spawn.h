@@ -61,6 +61,7 @@ struct serve_box {
     pthread_mutex_t ctl_lock;   /* CTL is used by the request's thread and
                                  * the supervisor's (serve_sup.h) */
     char cgroup[192];           /* its pids cgroup to remove, or "" */
+    int zslot;                  /* its zygote (serve_zygote.c) + 1, or 0 */
     char id[24];                /* the request id it will serve */
     char name[40];              /* the agent's name: "serve-ID" */
     char run_id[64];

@@ -38,14 +38,24 @@ static uint64_t policy_limits_of(const struct policy *p)
     return policy_info(p)->limits.processes;
 }
 
+#define MAX_ZYGOTES 64
+
+struct zygote {
+    struct serve_box *box;      /* the zygote's sandbox, or NULL when down */
+    pid_t host_pid;             /* the zygote's pid in our namespace */
+    bool busy;                  /* serving a request (from take to discard) */
+    bool forking;               /* its socket is in use (ask_fork) */
+};
+
 static struct {
-    pthread_mutex_t lock;       /* one fork request at a time on ZSOCK */
-    struct serve_box *box;      /* the zygote, or NULL when down */
+    pthread_mutex_t lock;
+    pthread_cond_t freed;       /* a zygote became free */
+    struct zygote z[MAX_ZYGOTES];
+    size_t n;
     int spawner;
     const struct serve_spawn_cfg *cfg;
-    pid_t host_pid;             /* the zygote's pid in our namespace */
     char cg[128];               /* our pids cgroup ("" without) */
-} zy = { .lock = PTHREAD_MUTEX_INITIALIZER, .spawner = -1 };
+} zy = { .lock = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER, .spawner = -1 };
 
 static void close_fd(int *fd)
 {
@@ -124,14 +134,13 @@ static long first_child(long host_pid)
  * NS_PID, and its pid here in *HOST.  Found among the zygote's children
  * (/proc), checked again once the pidfd holds it (so a reused pid is never
  * taken).  The fd, or -1. */
-static int child_pidfd(long ns_pid, pid_t *host)
+static int child_pidfd(pid_t zhost, long ns_pid, pid_t *host)
 {
     char path[96], *list = NULL;
     size_t cap = 1 << 16;
     int fd = -1;
 
-    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long)zy.host_pid,
-             (long)zy.host_pid);
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", (long)zhost, (long)zhost);
     if ((list = malloc(cap)) == NULL || read_small(path, list, cap) < 0)
         goto out;
     for (char *save = NULL, *tok = strtok_r(list, " \n", &save); tok;
@@ -217,8 +226,9 @@ void serve_zygote_cgroup_remove(struct serve_box *b)
     }
 }
 
-/* Under zy.lock. */
-static int start_locked(char *err, size_t errsz)
+/* Starts the sandbox of zygote Z (owned by the caller: busy, or during
+ * start-up) without waiting for it; serve_zygote_ready waits. */
+static int spawn_one(struct zygote *z, char *err, size_t errsz)
 {
     struct serve_box *b = malloc(sizeof *b);
 
@@ -235,47 +245,65 @@ static int start_locked(char *err, size_t errsz)
         serve_pool_discard(b, 125, err);
         return -1;
     }
+    z->box = b;
+    return 0;
+}
+
+static int wait_one(struct zygote *z, char *err, size_t errsz)
+{
+    struct serve_box *b = z->box;
+
+    z->box = NULL;
     if (serve_box_wait_ready(b, READY_TIMEOUT_MS, err, errsz) < 0) {
         serve_pool_discard(b, 125, err);
         return -1;
     }
-    zy.host_pid = (pid_t)first_child(b->pid);
-    if (zy.host_pid <= 0) {
+    z->host_pid = (pid_t)first_child(b->pid);
+    if (z->host_pid <= 0) {
         serve_errf(err, errsz, "cannot find the fork server's process");
         serve_pool_discard(b, 125, err);
         return -1;
     }
-    zy.box = b;
+    z->box = b;
     return 0;
 }
 
-/* Under zy.lock: the zygote failed; it goes, with what it runs. */
-static void down_locked(const char *why)
+static int start_one(struct zygote *z, char *err, size_t errsz)
 {
-    if (zy.box == NULL)
-        return;
-    warnx("fork server %s: %s; starting another", zy.box->name, why);
-    serve_pool_discard(zy.box, 125, why);
-    zy.box = NULL;
+    return spawn_one(z, err, errsz) < 0 ? -1 : wait_one(z, err, errsz);
 }
 
-int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, char *err, size_t errsz)
+/* Z failed; it goes, with what it runs. */
+static void down_one(struct zygote *z, const char *why)
 {
-    int rc;
+    if (z->box == NULL)
+        return;
+    warnx("fork server %s: %s; starting another", z->box->name, why);
+    serve_pool_discard(z->box, 125, why);
+    z->box = NULL;
+}
 
+int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, size_t n,
+                       char *err, size_t errsz)
+{
     zy.spawner = spawner;
     zy.cfg = cfg;
+    zy.n = n < 1 ? 1 : n > MAX_ZYGOTES ? MAX_ZYGOTES : n;
     cg_setup();
-    pthread_mutex_lock(&zy.lock);
-    rc = start_locked(err, errsz);
-    pthread_mutex_unlock(&zy.lock);
-    return rc;
+    /* All started first, then waited for: their pythons start in parallel. */
+    for (size_t i = 0; i < zy.n; i++)
+        if (spawn_one(&zy.z[i], err, errsz) < 0)
+            return -1;
+    for (size_t i = 0; i < zy.n; i++)
+        if (wait_one(&zy.z[i], err, errsz) < 0)
+            return -1;
+    return 0;
 }
 
 /* Sends the fork request (JSON and the child's four descriptors) and
  * reads the answer: 0 with *PIDFD and *PID, or -1 with ERR; *DEAD when the
  * zygote itself failed (not only this request). */
-static int ask_fork(int zsock, const char *msg, const int fds[4], int *pidfd, long *pid,
+static int ask_fork(int zsock, pid_t zhost, const char *msg, const int fds[4], int *pidfd, long *pid,
                     bool *dead, char *err, size_t errsz)
 {
     union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } u;
@@ -339,7 +367,7 @@ static int ask_fork(int zsock, const char *msg, const int fds[4], int *pidfd, lo
     /* Found through /proc: a descriptor sent back would cost the zygote a
      * sendmsg, which the seccomp supervisor must answer first. */
     pid_t host = 0;
-    if ((*pidfd = child_pidfd(*pid, &host)) < 0) {
+    if ((*pidfd = child_pidfd(zhost, *pid, &host)) < 0) {
         serve_errf(err, errsz, "cannot find the forked child %ld", *pid);
         goto out;
     }
@@ -403,20 +431,39 @@ struct serve_box *serve_zygote_take(char *err, size_t errsz)
         bool dead = false;
         int rc = -1;
 
+        struct zygote *z = NULL;
+        size_t slot;
+
+        /* A free zygote: one request at a time each (the gate admits at
+         * most as many requests as there are zygotes). */
         pthread_mutex_lock(&zy.lock);
-        for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
-            if (zy.box == NULL && start_locked(err, errsz) < 0)
+        for (;;) {
+            for (slot = 0; slot < zy.n && zy.z[slot].busy; slot++)
+                ;
+            if (slot < zy.n)
                 break;
-            rc = ask_fork(zy.box->zsock, msg, child, &b->pidfd, &pid, &dead, err, errsz);
+            pthread_cond_wait(&zy.freed, &zy.lock);
+        }
+        z = &zy.z[slot];
+        z->busy = z->forking = true;
+        pthread_mutex_unlock(&zy.lock);
+        b->zslot = (int)slot + 1;
+        for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
+            if (z->box == NULL && start_one(z, err, errsz) < 0)
+                break;
+            rc = ask_fork(z->box->zsock, z->host_pid, msg, child, &b->pidfd, &pid, &dead,
+                          err, errsz);
             if (rc < 0 && !dead)
                 break;
             if (rc < 0)
-                down_locked(err);
+                down_one(z, err);
         }
         if (rc == 0) {
             b->pid = (pid_t)pid;
-            strlcpy(b->layers, zy.box->layers, sizeof b->layers);
+            strlcpy(b->layers, z->box->layers, sizeof b->layers);
         }
+        pthread_mutex_lock(&zy.lock);
+        z->forking = false;
         pthread_mutex_unlock(&zy.lock);
         /* Before the code is sent: the child waits for it on fd 3. */
         if (rc == 0 && cg_enter(b, b->pid) < 0) {
@@ -455,39 +502,56 @@ fail:
     return NULL;
 }
 
-int serve_zygote_ctl(void)
+void serve_zygote_release(struct serve_box *box)
 {
-    int fd;
-
+    if (box->zslot <= 0)
+        return;
     pthread_mutex_lock(&zy.lock);
-    fd = zy.box ? zy.box->ctl : -1;
+    zy.z[box->zslot - 1].busy = false;
+    pthread_cond_signal(&zy.freed);
     pthread_mutex_unlock(&zy.lock);
-    return fd;
+    box->zslot = 0;
 }
 
-void serve_zygote_on_ctl(void)
+size_t serve_zygote_ctl_fds(int *fds, size_t max)
+{
+    size_t n;
+
+    pthread_mutex_lock(&zy.lock);
+    for (n = 0; n < zy.n && n < max; n++)
+        fds[n] = zy.z[n].box && !zy.z[n].forking ? zy.z[n].box->ctl : -1;
+    pthread_mutex_unlock(&zy.lock);
+    return n;
+}
+
+void serve_zygote_on_ctl(size_t i)
 {
     struct sbx_ctl_cmd cmd;
+    struct serve_box *b = NULL;
 
     pthread_mutex_lock(&zy.lock);
-    if (zy.box != NULL && zy.box->ctl >= 0) {
-        pthread_mutex_lock(&zy.box->ctl_lock);
-        int r = sbx_ctl_recv_cmd(zy.box->ctl, &cmd);
-        if (r > 0)
-            (void)sbx_ctl_cmd_done(zy.box->ctl, cmd.req_id, 0, "killed the fork server");
-        pthread_mutex_unlock(&zy.box->ctl_lock);
-        serve_pool_discard(zy.box, 137, r > 0 ? "killed" : "sbx-auditd went away");
-        zy.box = NULL;
+    if (i < zy.n && zy.z[i].box != NULL && !zy.z[i].forking) {
+        b = zy.z[i].box;
+        zy.z[i].box = NULL;     /* the next request on this slot starts another */
     }
     pthread_mutex_unlock(&zy.lock);
+    if (b == NULL)
+        return;
+    pthread_mutex_lock(&b->ctl_lock);
+    int r = b->ctl >= 0 ? sbx_ctl_recv_cmd(b->ctl, &cmd) : 0;
+    if (r > 0)
+        (void)sbx_ctl_cmd_done(b->ctl, cmd.req_id, 0, "killed the fork server");
+    pthread_mutex_unlock(&b->ctl_lock);
+    serve_pool_discard(b, 137, r > 0 ? "killed" : "sbx-auditd went away");
 }
 
-bool serve_zygote_up(void)
+size_t serve_zygote_up(void)
 {
-    bool up;
+    size_t up = 0;
 
     pthread_mutex_lock(&zy.lock);
-    up = zy.box != NULL;
+    for (size_t i = 0; i < zy.n; i++)
+        up += zy.z[i].box != NULL && !zy.z[i].busy;
     pthread_mutex_unlock(&zy.lock);
     return up;
 }
@@ -495,10 +559,11 @@ bool serve_zygote_up(void)
 void serve_zygote_stop(void)
 {
     pthread_mutex_lock(&zy.lock);
-    if (zy.box != NULL) {
-        serve_pool_discard(zy.box, 0, "the service stopped");
-        zy.box = NULL;
-    }
+    for (size_t i = 0; i < zy.n; i++)
+        if (zy.z[i].box != NULL) {
+            serve_pool_discard(zy.z[i].box, 0, "the service stopped");
+            zy.z[i].box = NULL;
+        }
     if (zy.cg[0]) {
         /* What serve_zygote_cgroup_remove left (its processes were still
          * going), then ours. */
