@@ -293,7 +293,7 @@ int main(void)
            "requests\n", rss0, rss1);
     stop_server(pid);
 
-    if (system("python3 -c 'import numpy' 2>/dev/null") != 0) {
+    if (system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
         printf("  data-science import numpy: skipped: numpy is not installed "
                "(python3-numpy)\n");
     } else {

@@ -768,10 +768,16 @@ def _flush():
             pass
 
 
+_STATUS_FD = None      # a fork server's child: its request's status socket
+
+
 def _exit(status):
     """Ends the process now: the exit status is all sbx-serve waits for, and
     the interpreter's teardown (numpy's, pandas') would only delay it.
-    Threads the code started are waited for as Python would."""
+    Threads the code started are waited for as Python would.  A fork
+    server's child says its status itself (sbx-serve then answers without
+    waiting for the zygote; a status the code forges there is no more than
+    the exit code it could choose anyway)."""
     th = sys.modules.get("threading")
     if th is not None:
         try:
@@ -779,6 +785,11 @@ def _exit(status):
         except BaseException:
             pass
     _flush()
+    if _STATUS_FD is not None:
+        try:
+            os.write(_STATUS_FD, b"W" + ((status & 0xFF) << 8).to_bytes(4, sys.byteorder))
+        except OSError:
+            pass
     os._exit(status)
 
 
@@ -958,13 +969,15 @@ def _zygote_child(walls, main, msg, fds):
         os.environ.update({"SBX_AGENT": msg["agent"], "SBX_AGENT_ID": msg["run_id"],
                            "SBX_AGENT_TOKEN": msg["token"]})
         os.setpgid(0, 0)
-        os.close(status)
         walls.enter()
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.dup2(req_r, FD_IN)
+        os.dup2(status, FD_OUT)
         # Nothing of the zygote: its socket, its descriptor of "/".
-        os.closerange(FD_IN + 1, 1 << 20)
+        os.closerange(FD_OUT + 1, 1 << 20)
+        global _STATUS_FD
+        _STATUS_FD = FD_OUT
     except BaseException as e:          # noqa: BLE001
         try:
             os.write(err_w, f"sbx-serve: the request's sandbox failed: {e}\n".encode())

@@ -62,6 +62,8 @@ struct serve_box {
                                  * the supervisor's (serve_sup.h) */
     char cgroup[192];           /* its pids cgroup to remove, or "" */
     int zslot;                  /* its zygote (serve_zygote.c) + 1, or 0 */
+    char *zmsg;                 /* the fork request not yet sent, or NULL */
+    int zfds[4];                /* the child's ends until the fork */
     char id[24];                /* the request id it will serve */
     char name[40];              /* the agent's name: "serve-ID" */
     char run_id[64];

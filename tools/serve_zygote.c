@@ -192,8 +192,10 @@ static void cg_setup(void)
     }
 }
 
-/* Moves HOST (a child that waits for its code) into a new pids cgroup of
- * its own, named after BOX.  0, or -1 (errno). */
+/* Moves zygote B (HOST: its python) into a new pids cgroup of its own:
+ * it runs one request at a time, so the cgroup bounds each request's
+ * processes (and the zygote's few, which the limit counts in).  0, or -1
+ * (errno). */
 static int cg_enter(struct serve_box *b, pid_t host)
 {
     char dir[192], path[224], num[32];
@@ -201,7 +203,8 @@ static int cg_enter(struct serve_box *b, pid_t host)
 
     if (zy.cg[0] == '\0' || max == 0)
         return 0;
-    snprintf(dir, sizeof dir, "%s/req-%s", zy.cg, b->id);
+    max += 4;       /* the zygote itself */
+    snprintf(dir, sizeof dir, "%s/zygote-%s", zy.cg, b->id);
     if (mkdir(dir, 0755) < 0)
         return -1;
     strlcpy(b->cgroup, dir, sizeof b->cgroup);
@@ -264,6 +267,12 @@ static int wait_one(struct zygote *z, char *err, size_t errsz)
         serve_pool_discard(b, 125, err);
         return -1;
     }
+    if (cg_enter(b, z->host_pid) < 0) {
+        serve_errf(err, errsz, "pids cgroup %s: %s", b->cgroup[0] ? b->cgroup : zy.cg,
+                   strerror(errno));
+        serve_pool_discard(b, 125, err);
+        return -1;
+    }
     z->box = b;
     return 0;
 }
@@ -303,8 +312,13 @@ int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, size_t n,
 /* Sends the fork request (JSON and the child's four descriptors) and
  * reads the answer: 0 with *PIDFD and *PID, or -1 with ERR; *DEAD when the
  * zygote itself failed (not only this request). */
-static int ask_fork(int zsock, pid_t zhost, const char *msg, const int fds[4], int *pidfd, long *pid,
-                    bool *dead, char *err, size_t errsz)
+static const int *msg_fds(const struct serve_box *b)
+{
+    return b->zfds;
+}
+
+static int ask_fork(int zsock, const int *fds, const char *msg, long *pid, bool *dead,
+                    char *err, size_t errsz)
 {
     union { struct cmsghdr h; char buf[CMSG_SPACE(4 * sizeof(int))]; } u;
     struct iovec iov = { (void *)msg, strlen(msg) };
@@ -362,16 +376,11 @@ static int ask_fork(int zsock, pid_t zhost, const char *msg, const int fds[4], i
         serve_errf(err, errsz, "the fork server answered nonsense");
         goto out;
     }
+    /* The child is found through /proc (serve_zygote_fork): a descriptor
+     * sent back would cost the zygote a sendmsg, which the seccomp
+     * supervisor must answer first. */
     *pid = (long)json_integer_value(json_object_get(o, "pid"));
     *dead = false;
-    /* Found through /proc: a descriptor sent back would cost the zygote a
-     * sendmsg, which the seccomp supervisor must answer first. */
-    pid_t host = 0;
-    if ((*pidfd = child_pidfd(zhost, *pid, &host)) < 0) {
-        serve_errf(err, errsz, "cannot find the forked child %ld", *pid);
-        goto out;
-    }
-    *pid = host;
     rc = 0;
 out:
     for (int i = 0; i < ngot; i++)
@@ -394,6 +403,8 @@ struct serve_box *serve_zygote_take(char *err, size_t errsz)
     pthread_mutex_init(&b->ctl_lock, NULL);
     b->kind = SERVE_EXEC;
     b->group = true;
+    for (int i = 0; i < 4; i++)
+        b->zfds[i] = -1;
     b->pidfd = b->out = b->err = b->req = b->rep = -1;
     b->notify = b->status = b->ctl = b->zsock = -1;
     serve_new_id(b->id, sizeof b->id);
@@ -426,12 +437,6 @@ struct serve_box *serve_zygote_take(char *err, size_t errsz)
         goto fail;
     }
     {
-        const int child[4] = { reqp[0], out[1], errp[1], st[1] };
-        long pid = 0;
-        bool dead = false;
-        int rc = -1;
-
-        struct zygote *z = NULL;
         size_t slot;
 
         /* A free zygote: one request at a time each (the gate admits at
@@ -444,47 +449,22 @@ struct serve_box *serve_zygote_take(char *err, size_t errsz)
                 break;
             pthread_cond_wait(&zy.freed, &zy.lock);
         }
-        z = &zy.z[slot];
-        z->busy = z->forking = true;
+        zy.z[slot].busy = true;
         pthread_mutex_unlock(&zy.lock);
         b->zslot = (int)slot + 1;
-        for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
-            if (z->box == NULL && start_one(z, err, errsz) < 0)
-                break;
-            rc = ask_fork(z->box->zsock, z->host_pid, msg, child, &b->pidfd, &pid, &dead,
-                          err, errsz);
-            if (rc < 0 && !dead)
-                break;
-            if (rc < 0)
-                down_one(z, err);
-        }
-        if (rc == 0) {
-            b->pid = (pid_t)pid;
-            strlcpy(b->layers, z->box->layers, sizeof b->layers);
-        }
-        pthread_mutex_lock(&zy.lock);
-        z->forking = false;
-        pthread_mutex_unlock(&zy.lock);
-        /* Before the code is sent: the child waits for it on fd 3. */
-        if (rc == 0 && cg_enter(b, b->pid) < 0) {
-            serve_errf(err, errsz, "pids cgroup %s: %s", b->cgroup[0] ? b->cgroup : zy.cg,
-                       strerror(errno));
-            rc = -1;
-        }
-        explicit_bzero(msg, strlen(msg));
-        if (rc < 0)
-            goto fail;
     }
-    close_fd(&reqp[0]);
-    close_fd(&out[1]);
-    close_fd(&errp[1]);
-    close_fd(&st[1]);
+    /* The fork waits for serve_zygote_fork, once the code is in its pipe:
+     * the child then runs without waiting for us. */
+    b->zmsg = msg;
+    b->zfds[0] = reqp[0];
+    b->zfds[1] = out[1];
+    b->zfds[2] = errp[1];
+    b->zfds[3] = st[1];
     b->out = out[0];
     b->err = errp[0];
     b->req = reqp[1];
     b->status = st[0];
     b->ready = true;
-    free(msg);
     json_decref(o);
     return b;
 fail:
@@ -502,10 +482,64 @@ fail:
     return NULL;
 }
 
+/* Drops what BOX kept for its fork. */
+static void fork_done(struct serve_box *b)
+{
+    for (int i = 0; i < 4; i++)
+        close_fd(&b->zfds[i]);
+    if (b->zmsg) {
+        explicit_bzero(b->zmsg, strlen(b->zmsg));
+        free(b->zmsg);
+        b->zmsg = NULL;
+    }
+}
+
+int serve_zygote_fork(struct serve_box *b, char *err, size_t errsz)
+{
+    struct zygote *z;
+    long pid = 0;
+    bool dead = false;
+    int rc = -1;
+
+    if (b->zslot <= 0 || b->zmsg == NULL) {
+        serve_errf(err, errsz, "not a request of the fork server");
+        return -1;
+    }
+    z = &zy.z[b->zslot - 1];
+    pthread_mutex_lock(&zy.lock);
+    z->forking = true;
+    pthread_mutex_unlock(&zy.lock);
+    for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
+        if (z->box == NULL && start_one(z, err, errsz) < 0)
+            break;
+        rc = ask_fork(z->box->zsock, msg_fds(b), b->zmsg, &pid, &dead, err, errsz);
+        if (rc < 0 && !dead)
+            break;
+        if (rc < 0)
+            down_one(z, err);
+    }
+    pid_t zhost = z->box ? z->host_pid : 0;
+    if (rc == 0)
+        strlcpy(b->layers, z->box->layers, sizeof b->layers);
+    pthread_mutex_lock(&zy.lock);
+    z->forking = false;
+    pthread_mutex_unlock(&zy.lock);
+    fork_done(b);
+    if (rc < 0)
+        return -1;
+    /* Its pidfd, for the timeout and sbx-kill.  The child may already be
+     * gone (a short run): then there is nothing left to kill. */
+    pid_t host = 0;
+    b->pidfd = child_pidfd(zhost, pid, &host);
+    b->pid = b->pidfd >= 0 ? host : 0;
+    return 0;
+}
+
 void serve_zygote_release(struct serve_box *box)
 {
     if (box->zslot <= 0)
         return;
+    fork_done(box);
     pthread_mutex_lock(&zy.lock);
     zy.z[box->zslot - 1].busy = false;
     pthread_cond_signal(&zy.freed);
@@ -571,7 +605,7 @@ void serve_zygote_stop(void)
         DIR *d = opendir(zy.cg);
         struct dirent *e;
         while (d && (e = readdir(d)) != NULL)
-            if (strncmp(e->d_name, "req-", 4) == 0) {
+            if (strncmp(e->d_name, "zygote-", 7) == 0) {
                 snprintf(cmd, sizeof cmd, "%s/%s", zy.cg, e->d_name);
                 (void)rmdir(cmd);
             }

@@ -45,6 +45,10 @@ int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, size_t n,
  * zygote that died is started again first).  NULL with ERR. */
 struct serve_box *serve_zygote_take(char *err, size_t errsz);
 
+/* Forks BOX's child (BOX from serve_zygote_take): called once the code,
+ * or as much of it as its pipe takes, is written.  0, or -1 with ERR. */
+int serve_zygote_fork(struct serve_box *box, char *err, size_t errsz);
+
 /* The zygote of BOX serves the next request (serve_pool_discard). */
 void serve_zygote_release(struct serve_box *box);
 
