@@ -11,6 +11,8 @@
  * with that profile; skipped with the reason when numpy or the profile is
  * missing), and the server's RSS before and after the requests.
  * SBX_BENCH_N (default 200) sets the number of print(1) requests.
+ * SBX_BENCH_FORK_SERVER=off measures the pool of fresh sandboxes instead
+ * of the fork server (sbx-serve --fork-server off), for a comparison.
  * SBX_BENCH_STABILITY=N instead sends N print(1) requests at concurrency 4
  * and prints the server's RSS every N/10 (the memory-stability run of
  * docs/serve.md; minutes for 100,000).
@@ -178,8 +180,10 @@ static pid_t start_server(const char *bin, const char *dir, const char *profile,
             _exit(127);
         char listen[600];
         snprintf(listen, sizeof listen, "unix:%s", sock);
+        const char *fs = getenv("SBX_BENCH_FORK_SERVER");
         execl(bin, "sbx-serve", "--listen", listen, "--profile", profile,
-              "--max-concurrent", "4", "--pool", "4", (char *)NULL);
+              "--max-concurrent", "4", "--pool", "4", "--fork-server",
+              fs && strcmp(fs, "off") == 0 ? "off" : "on", (char *)NULL);
         _exit(127);
     }
     snprintf(url, sizeof url, "unix:%s", sock);
