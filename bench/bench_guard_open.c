@@ -74,6 +74,13 @@ int sbx_emit_use_file(const char *path)
     return 0;
 }
 
+int sbx_emit_rebind(const char *agent_id, const char *agent_token)
+{
+    (void)agent_id;
+    (void)agent_token;
+    return 0;
+}
+
 static double now_ns(void)
 {
     struct timespec t;

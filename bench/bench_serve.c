@@ -11,6 +11,11 @@
  * with that profile; skipped with the reason when numpy or the profile is
  * missing), and the server's RSS before and after the requests.
  * SBX_BENCH_N (default 200) sets the number of print(1) requests.
+ * SBX_BENCH_FORK_SERVER=off measures the pool of fresh sandboxes instead
+ * of the fork server (sbx-serve --fork-server off), for a comparison.
+ * SBX_BENCH_STABILITY=N instead sends N print(1) requests at concurrency 4
+ * and prints the server's RSS every N/10 (the memory-stability run of
+ * docs/serve.md; minutes for 100,000).
  * Skipped, with the reason, when the runner (serve-runner.py, or
  * SBX_SERVE_RUNNER) is not there.
  */
@@ -84,37 +89,84 @@ static double one(const char *body, int want)
     return t;
 }
 
+#define MAX_SAMPLES 100000
+
 struct load {
     const char *body;
     int want;
     double until;
+    long budget;                /* requests left, or -1: until UNTIL */
     long done, failed;
+    double *lat;                /* latencies of the first MAX_SAMPLES */
 };
 
 static void *worker(void *arg)
 {
     struct load *l = arg;
-    while (now_s() < l->until) {
-        if (one(l->body, l->want) < 0)
+    while (l->budget < 0 ? now_s() < l->until
+                         : __atomic_sub_fetch(&l->budget, 1, __ATOMIC_RELAXED) >= 0) {
+        double t = one(l->body, l->want);
+        if (t < 0) {
             __atomic_add_fetch(&l->failed, 1, __ATOMIC_RELAXED);
-        else
-            __atomic_add_fetch(&l->done, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        long k = __atomic_fetch_add(&l->done, 1, __ATOMIC_RELAXED);
+        if (l->lat && k < MAX_SAMPLES)
+            l->lat[k] = t;
     }
     return NULL;
 }
 
-/* Requests per second of BODY at concurrency C for SECONDS. */
-static double rate(const char *body, int want, int c, double seconds, long *failed)
+/* Requests per second of BODY at concurrency C for SECONDS; with P50 and
+ * P99, the latencies too. */
+static double rate_lat(const char *body, int want, int c, double seconds, long *failed,
+                       double *p50, double *p99)
 {
-    struct load l = { body, want, now_s() + seconds, 0, 0 };
+    struct load l = { body, want, now_s() + seconds, -1, 0, 0, NULL };
     pthread_t th[16];
     double t0 = now_s();
+    if (p50)
+        l.lat = calloc(MAX_SAMPLES, sizeof *l.lat);
     for (int i = 0; i < c; i++)
         pthread_create(&th[i], NULL, worker, &l);
     for (int i = 0; i < c; i++)
         pthread_join(th[i], NULL);
     *failed = l.failed;
-    return (double)l.done / (now_s() - t0);
+    double r = (double)l.done / (now_s() - t0);
+    if (p50 && l.lat && l.done) {
+        size_t k = l.done < MAX_SAMPLES ? (size_t)l.done : MAX_SAMPLES;
+        *p50 = pct(l.lat, k, 0.5);
+        *p99 = pct(l.lat, k, 0.99);
+    }
+    free(l.lat);
+    return r;
+}
+
+static double rate(const char *body, int want, int c, double seconds, long *failed)
+{
+    return rate_lat(body, want, c, seconds, failed, NULL, NULL);
+}
+
+/* SBX_BENCH_STABILITY: N print(1) at concurrency 4, the RSS as it goes. */
+static void stability(pid_t pid, long n)
+{
+    long step = n / 10 > 0 ? n / 10 : 1, failed = 0;
+    double t0 = now_s();
+
+    printf("  memory stability: %ld print(1) requests at concurrency 4\n", n);
+    printf("    %8d requests: server RSS %ld kB\n", 0, rss_kb(pid));
+    for (long sent = 0; sent < n; sent += step) {
+        struct load l = { "{\"code\":\"print(1)\"}", 200, 0, step, 0, 0, NULL };
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++)
+            pthread_create(&th[i], NULL, worker, &l);
+        for (int i = 0; i < 4; i++)
+            pthread_join(th[i], NULL);
+        failed += l.failed;
+        printf("    %8ld requests: server RSS %ld kB (%.0f s, %ld failed)\n", sent + step,
+               rss_kb(pid), now_s() - t0, failed);
+        fflush(stdout);
+    }
 }
 
 static pid_t start_server(const char *bin, const char *dir, const char *profile,
@@ -128,8 +180,10 @@ static pid_t start_server(const char *bin, const char *dir, const char *profile,
             _exit(127);
         char listen[600];
         snprintf(listen, sizeof listen, "unix:%s", sock);
+        const char *fs = getenv("SBX_BENCH_FORK_SERVER");
         execl(bin, "sbx-serve", "--listen", listen, "--profile", profile,
-              "--max-concurrent", "4", "--pool", "4", (char *)NULL);
+              "--max-concurrent", "4", "--pool", "4", "--fork-server",
+              fs && strcmp(fs, "off") == 0 ? "off" : "on", (char *)NULL);
         _exit(127);
     }
     snprintf(url, sizeof url, "unix:%s", sock);
@@ -165,7 +219,8 @@ static double python_floor(int n)
         n = 64;
     for (int i = 0; i < n; i++) {
         double t = now_s();
-        int rc = system("python3 -I -c 'print(1)' >/dev/null");
+        /* The sandboxes' interpreter, not whatever python3 PATH finds. */
+        int rc = system("/usr/bin/python3 -I -c 'print(1)' >/dev/null");
         v[i] = rc == 0 ? now_s() - t : 1e9;
     }
     return pct(v, (size_t)n, 0.5);
@@ -208,6 +263,12 @@ int main(void)
         return 1;
     }
     long rss0 = rss_kb(pid);
+    if (getenv("SBX_BENCH_STABILITY")) {
+        long sn = strtol(getenv("SBX_BENCH_STABILITY"), NULL, 10);
+        stability(pid, sn > 0 ? sn : 100000);
+        stop_server(pid);
+        return 0;
+    }
     double *v = calloc((size_t)n, sizeof *v);
     int ok = 0;
     for (int i = 0; i < n; i++) {
@@ -218,9 +279,12 @@ int main(void)
     if (ok)
         printf("  print(1), concurrency 1 (%d requests)        p50 %7.2f ms  p99 %7.2f ms\n",
                ok, pct(v, (size_t)ok, 0.5) * 1000, pct(v, (size_t)ok, 0.99) * 1000);
-    double r4 = rate("{\"code\":\"print(1)\"}", 200, 4, 10, &failed);
+    double p50 = 0, p99 = 0;
+    double r4 = rate_lat("{\"code\":\"print(1)\"}", 200, 4, 10, &failed, &p50, &p99);
     printf("  print(1), concurrency 4 (10 s)               %7.1f executions/s%s\n", r4,
            failed ? " (with failures)" : "");
+    printf("  print(1), concurrency 4                      p50 %7.2f ms  p99 %7.2f ms\n",
+           p50 * 1000, p99 * 1000);
     for (int i = 0; i < n; i++)
         v[i] = one("{\"code\":\"eval(\\\"1\\\")\"}", 400);
     printf("  eval(\"1\") rejected, concurrency 1           p50 %7.3f ms\n",
@@ -233,7 +297,7 @@ int main(void)
            "requests\n", rss0, rss1);
     stop_server(pid);
 
-    if (system("python3 -c 'import numpy' 2>/dev/null") != 0) {
+    if (system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
         printf("  data-science import numpy: skipped: numpy is not installed "
                "(python3-numpy)\n");
     } else {

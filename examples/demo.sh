@@ -1,6 +1,7 @@
 #!/bin/sh
 # make demo: runs examples/agent.py under sbx-guard with the shipped default
-# policy, shows the audit trail, then ends a second run with sbx-kill.
+# policy, shows the audit trail, then ends a second run with sbx-kill; then
+# starts sbx-serve and runs SERVE.md's six checks against it (--verify).
 # Everything lives in $BUILD/demo (a workspace, a fake home with a fake SSH
 # key, and a private store), so the demo never touches your files or store.
 set -eu
@@ -14,6 +15,7 @@ rm -rf "$D" && mkdir -p "$D/ws/src" "$D/ws/tests" "$D/home/.ssh" "$D/state"
 export SBX_RUNTIME_DIR="$D/run" SBX_AUDIT_DB="$D/state/audit.db" HOME="$D/home"
 cleanup() {
     [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null
+    [ -n "${SERVE:-}" ] && kill "$SERVE" 2>/dev/null && wait "$SERVE" 2>/dev/null
     [ -f "$SBX_RUNTIME_DIR/sbx-auditd.pid" ] && kill "$(cat "$SBX_RUNTIME_DIR/sbx-auditd.pid")" 2>/dev/null
     true
 }
@@ -71,5 +73,19 @@ sbx-audit agents
 
 say "sbx-audit verify"
 sbx-audit verify
+
+# The code-execution service on the same machinery, and the six checks.
+SPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+say "sbx-serve --listen 127.0.0.1:$SPORT &   # the code-execution service"
+sbx-serve --listen "127.0.0.1:$SPORT" >"$D/serve.log" 2>&1 &
+SERVE=$!
+i=0
+until curl -sf "http://127.0.0.1:$SPORT/healthz" >/dev/null 2>&1; do
+    kill -0 "$SERVE" 2>/dev/null && [ $i -lt 300 ] || { cat "$D/serve.log"; exit 1; }
+    sleep 0.1; i=$((i + 1))
+done
+say "sbx-serve --verify http://127.0.0.1:$SPORT"
+sbx-serve --verify "http://127.0.0.1:$SPORT"
+kill "$SERVE"; wait "$SERVE" 2>/dev/null || true; SERVE=
 
 printf '\nThe demo store is %s; to look around:\n  export SBX_AUDIT_DB=%s\n' "$SBX_AUDIT_DB" "$SBX_AUDIT_DB"

@@ -236,6 +236,25 @@ int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *age
     return 0;
 }
 
+int sbx_emit_rebind(const char *agent_id, const char *agent_token)
+{
+    if (!cfg.inited || !agent_id || !agent_token || !*agent_id || !*agent_token) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (proc && atomic_load_explicit(&proc->state, memory_order_acquire) != ST_NONE) {
+        errno = EBUSY;
+        return -1;
+    }
+    if (strlen(agent_id) >= sizeof cfg.agent_id || strlen(agent_token) >= sizeof cfg.token) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strlcpy(cfg.agent_id, agent_id, sizeof cfg.agent_id);
+    strlcpy(cfg.token, agent_token, sizeof cfg.token);
+    return 0;
+}
+
 static void close_fd(int *fd)
 {
     if (*fd >= 0)

@@ -35,6 +35,13 @@ int sbx_emit_init(const char *runtime_dir, const char *agent_id, const char *age
  * PATH). */
 int sbx_emit_use_file(const char *path);
 
+/* Added.  Reports this process, and the children it makes from here, as
+ * another agent (run id and token from its registration).  For a process
+ * forked from a long-lived parent (sbx-serve's fork server): it must not
+ * have a ring yet, i.e. be called before its first event.  0, or -1 with
+ * errno (EBUSY: this process already has a ring; EINVAL; ENAMETOOLONG). */
+int sbx_emit_rebind(const char *agent_id, const char *agent_token);
+
 /* Records one event.  No system call in the common case; safe from any
  * thread, after fork (the child reports as itself) and never allocates.
  * Returns 0 once the event is in the channel (it then survives SIGKILL of

@@ -106,6 +106,10 @@ enum {
     GENV_IMAGE, GENV_RING_FILE, GENV__COUNT
 };
 extern struct guard_env guard_envs[GENV__COUNT];
+
+/* Exported (init.c): a child forked from sbx-serve's fork server reports
+ * as the agent of its own request (emit.h: sbx_emit_rebind). */
+int sbx_guard_rebind(const char *agent, const char *agent_id, const char *token);
 extern const char *guard_preload_path;  /* absolute path of this library */
 extern const char *guard_ld_preload_entry; /* "LD_PRELOAD=<ours>" */
 

@@ -284,6 +284,40 @@ static int capture(void)
     return ST_CAPTURED;
 }
 
+/* Exported for sbx-serve's fork server (tools/serve-runner.py): a child
+ * forked from the long-lived, pristine interpreter reports as the agent of
+ * its own request from its first event on, and so does every program it
+ * runs (the environment entries are replaced too).  Called right after
+ * fork, before any guarded call; not on a hot path, so it may allocate.
+ * 0, or -1 with errno (sbx_emit_rebind's). */
+SBX_EXPORT int sbx_guard_rebind(const char *agent, const char *agent_id, const char *token)
+{
+    static const int which[] = { GENV_AGENT, GENV_AGENT_ID, GENV_TOKEN };
+    const char *vals[] = { agent, agent_id, token };
+
+    if (!agent || !*agent) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (sbx_emit_rebind(agent_id, token) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+        struct guard_env *g = &guard_envs[which[i]];
+        char *v = strdup(vals[i]), *e = dup_entry(g->name, vals[i]);
+        if (!v || !e) {
+            free(v);
+            free(e);
+            errno = ENOMEM;
+            return -1;
+        }
+        /* The old strings stay: another thread of a forked child cannot
+         * exist, but a pointer taken before the fork may still be read. */
+        g->value = v;
+        g->entry = e;
+    }
+    return 0;
+}
+
 /* Phase 2: at the first guarded call. */
 static int load(void)
 {

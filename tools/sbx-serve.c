@@ -56,7 +56,7 @@
 
 static const char synopsis[] =
 "usage: sbx-serve [--listen ADDR] [--profile NAME|FILE] [--token-file FILE]\n"
-"                 [--max-concurrent N] [--queue N] [--pool N]\n"
+"                 [--max-concurrent N] [--queue N] [--pool N] [--fork-server on|off]\n"
 "                 [--isolation auto|native|gvisor]\n"
 "       sbx-serve --verify URL\n"
 "       sbx-serve --help | --version\n";
@@ -81,7 +81,11 @@ static void help(void)
 "  --token-file FILE    require \"Authorization: Bearer TOKEN\" (not on /healthz)\n"
 "  --max-concurrent N   executions at once (default 4)\n"
 "  --queue N            executions waiting beyond that, then 503 (default 16)\n"
-"  --pool N             warm sandboxes kept ready (default: max-concurrent)\n"
+"  --fork-server on|off every request a fork of one warm sandboxed python\n"
+"                       (on, the default), or a fresh sandbox from a pool\n"
+"                       (off; always with --isolation gvisor)\n"
+"  --pool N             with --fork-server off: warm sandboxes kept ready\n"
+"                       (default: max-concurrent)\n"
 "  --isolation MODE     auto (default) or native, as sbx-guard's; gvisor: each\n"
 "                       request in gVisor's user-space kernel (runsc)\n"
 "  --verify URL         run SERVE.md's six checks against a service; exit 1\n"
@@ -235,6 +239,7 @@ int main(int argc, char **argv)
         { "max-concurrent", required_argument, NULL, 'c' },
         { "queue", required_argument, NULL, 'q' },
         { "pool", required_argument, NULL, 'P' },
+        { "fork-server", required_argument, NULL, 'F' },
         { "isolation", required_argument, NULL, 'i' },
         { "verify", required_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
@@ -244,6 +249,7 @@ int main(int argc, char **argv)
     const char *listen_addr = "127.0.0.1:8000", *profile_arg = NULL, *token_file = NULL;
     const char *verify = NULL;
     size_t max_conc = 4, queue = 16, pool = 0;
+    bool fork_server = true;
     enum iso_mode mode = ISO_AUTO;
     int c;
 
@@ -255,6 +261,11 @@ int main(int argc, char **argv)
         case 'c': max_conc = number("--max-concurrent", optarg, 1, 64); break;
         case 'q': queue = number("--queue", optarg, 0, 10000); break;
         case 'P': pool = number("--pool", optarg, 1, 64); break;
+        case 'F':
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+                errx(2, "--fork-server %s: on or off", optarg);
+            fork_server = strcmp(optarg, "on") == 0;
+            break;
         case 'i': {
             int m = iso_mode_parse(optarg);
             if (m != ISO_AUTO && m != ISO_NATIVE && m != ISO_GVISOR)
@@ -275,6 +286,10 @@ int main(int argc, char **argv)
         return serve_verify(verify, stdout) == 0 ? 0 : 1;
     if (pool == 0)
         pool = max_conc;
+    /* gVisor runs each request in a sandbox of its own; the zygote's
+     * walls (Landlock, seccomp from inside) are the native kernel's. */
+    if (mode == ISO_GVISOR)
+        fork_server = false;
     if (profile_arg == NULL) {
         const char *env = getenv("SANDBOX_PROFILE");
         profile_arg = env && env[0] ? env : "minimal";
@@ -368,7 +383,10 @@ int main(int argc, char **argv)
     };
     if (serve_sup_start(&sup) < 0)
         err(1, "cannot start the supervisor's thread");
-    if (serve_pool_start(spawner, pool, max_conc > 1 ? 2 : 1, why, sizeof why) < 0) {
+    int started = fork_server
+        ? serve_pool_start_zygote(spawner, &scfg, max_conc, max_conc > 1 ? 2 : 1, why, sizeof why)
+        : serve_pool_start(spawner, pool, max_conc > 1 ? 2 : 1, why, sizeof why);
+    if (started < 0) {
         kill(spawner_pid, SIGKILL);
         errx(1, "%s", why);
     }
@@ -380,8 +398,13 @@ int main(int argc, char **argv)
     };
     if (serve_http_start(lfd, &hcfg, why, sizeof why) < 0)
         errx(1, "%s", why);
-    fprintf(stderr, "sbx-serve: listening on %s; profile %s (%s); %zu concurrent, queue %zu, "
-            "%zu warm sandboxes\n", listen_addr, prof.name, profile_path, max_conc, queue, pool);
+    if (fork_server)
+        fprintf(stderr, "sbx-serve: listening on %s; profile %s (%s); %zu concurrent, queue %zu, "
+                "%zu fork servers\n", listen_addr, prof.name, profile_path, max_conc, queue,
+                max_conc);
+    else
+        fprintf(stderr, "sbx-serve: listening on %s; profile %s (%s); %zu concurrent, queue %zu, "
+                "%zu warm sandboxes\n", listen_addr, prof.name, profile_path, max_conc, queue, pool);
 
     int sig = 0;
     while (sigwait(&stop, &sig) != 0)

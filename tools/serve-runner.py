@@ -768,10 +768,16 @@ def _flush():
             pass
 
 
+_STATUS_FD = None      # a fork server's child: its request's status socket
+
+
 def _exit(status):
     """Ends the process now: the exit status is all sbx-serve waits for, and
     the interpreter's teardown (numpy's, pandas') would only delay it.
-    Threads the code started are waited for as Python would."""
+    Threads the code started are waited for as Python would.  A fork
+    server's child says its status itself (sbx-serve then answers without
+    waiting for the zygote; a status the code forges there is no more than
+    the exit code it could choose anyway)."""
     th = sys.modules.get("threading")
     if th is not None:
         try:
@@ -779,12 +785,20 @@ def _exit(status):
         except BaseException:
             pass
     _flush()
+    if _STATUS_FD is not None:
+        try:
+            os.write(_STATUS_FD, b"W" + ((status & 0xFF) << 8).to_bytes(4, sys.byteorder))
+        except OSError:
+            pass
     os._exit(status)
 
 
-def main_exec(reader, allowed, pre_imports, hooks):
-    import linecache
-    import traceback  # noqa: F401  (loaded before `open` leaves builtins)
+def _prepare_exec(allowed, pre_imports, hooks):
+    """What every exec sandbox has before its request: unbuffered stdio,
+    the pre-imports, a fresh __main__, the runtime hooks.  Returns the
+    __main__ module."""
+    import linecache  # noqa: F401  (loaded before `open` leaves builtins)
+    import traceback  # noqa: F401
     import types
 
     _set_stdio()
@@ -799,7 +813,13 @@ def main_exec(reader, allowed, pre_imports, hooks):
     user_globals["__builtins__"] = sys.modules["builtins"]
     if hooks:
         install_hooks(allowed, user_globals)
-    ready()
+    return main
+
+
+def _run_request(reader, main, close_fds=(FD_IN, FD_OUT)):
+    """Reads the one request from READER, closes the protocol's fds and
+    runs the code as __main__; never returns."""
+    import linecache
 
     req = reader.read_json()
     if req is None:
@@ -807,9 +827,10 @@ def main_exec(reader, allowed, pre_imports, hooks):
     code = req.get("code")
     if not isinstance(code, str):
         fail("a request needs a string 'code'")
-    os.close(FD_IN)
-    os.close(FD_OUT)
+    for fd in close_fds:
+        os.close(fd)
 
+    user_globals = main.__dict__
     # The code's own lines, for its tracebacks (mtime None: never re-read).
     linecache.cache["<code>"] = (len(code), None, code.splitlines(True), "<code>")
     sys.modules["__main__"] = main
@@ -835,9 +856,237 @@ def main_exec(reader, allowed, pre_imports, hooks):
     _exit(0)
 
 
+def main_exec(reader, allowed, pre_imports, hooks):
+    main = _prepare_exec(allowed, pre_imports, hooks)
+    ready()
+    _run_request(reader, main)
+
+
+# ---- zygote mode: the fork server (docs/serve.md "The fork server") -------------
+
+FD_ZYGOTE = 5           # a SOCK_SEQPACKET socket to sbx-serve
+
+
+class _Walls:
+    """What a forked child adds to the sandbox it inherits, built once in
+    the zygote: a Landlock layer of its own (a new domain: the request's
+    processes cannot signal, ptrace or read /proc/PID/mem, environ or fd/
+    of the zygote; with ABI 6 no signal and no abstract unix socket leaves
+    the request), and a seccomp filter that refuses setsid and setpgid (no
+    process of the request leaves its process group, which the timeout and
+    the zygote kill as a whole) and System V IPC and POSIX message queues
+    (the one kind of state a request could leave in the zygote's ipc
+    namespace).  Layers only narrow what the sandbox allows."""
+
+    def __init__(self):
+        import ctypes
+        import platform
+        import struct
+
+        self.ctypes, self.struct = ctypes, struct
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.syscall = self.libc.syscall
+        self.syscall.restype = ctypes.c_long
+        self.prctl = self.libc.prctl
+        try:
+            self.rebind = self.libc.sbx_guard_rebind
+            self.rebind.argtypes = (ctypes.c_char_p,) * 3
+        except AttributeError:
+            self.rebind = None          # no guard in this sandbox
+        arch = platform.machine()
+        # landlock_create_ruleset, _add_rule, _restrict_self; then the
+        # calls the filter refuses.
+        if arch == "x86_64":
+            ll = (444, 445, 446)
+            refused = (112, 109, 29, 64, 68, 240)   # setsid setpgid shmget semget msgget mq_open
+            audit_arch = 0xC000003E
+        elif arch == "aarch64":
+            ll = (444, 445, 446)
+            refused = (157, 154, 194, 190, 186, 180)
+            audit_arch = 0xC00000B7
+        else:
+            raise ProtocolError(f"the fork server does not know the architecture {arch}")
+        self.ll = ll
+        L = ctypes.c_long
+        self.abi = self.syscall(L(ll[0]), None, L(0), L(1))
+        if self.abi < 1:
+            raise ProtocolError("the fork server needs Landlock")
+        bits = 13 if self.abi == 1 else 14 if self.abi == 2 else 15
+        fs_all = (1 << bits) - 1
+        if self.abi >= 6:
+            self.attr = struct.pack("=QQQ", fs_all, 0, 3)          # scopes: abstract unix, signals
+        else:
+            self.attr = struct.pack("=Q", fs_all)
+        # Everything on "/": the sandbox's own layer decides what the files
+        # are; this layer is for the domain and its scopes.
+        self.root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+        self.rule = struct.pack("=Qi", fs_all, self.root)
+        # struct sock_filter {u16 code; u8 jt, jf; u32 k}
+        ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+        eperm, allow, kill = 0x00050001, 0x7FFF0000, 0x80000000
+        ins = [(ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill),
+               (ld, 0, 0, 0), (jge, 0, 1, 0x40000000), (ret, 0, 0, eperm)]    # x32 numbers
+        for nr in refused:
+            ins += [(jeq, 0, 1, nr), (ret, 0, 0, eperm)]
+        ins.append((ret, 0, 0, allow))
+        self.bpf = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in ins))
+
+        class FProg(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        self.fprog = FProg(len(ins), ctypes.cast(self.bpf, ctypes.c_void_p))
+
+    def _fail(self, what):
+        e = self.ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+    def enter(self):
+        """In the child: the layer and the filter.  Raises OSError."""
+        ct, L = self.ctypes, self.ctypes.c_long
+        rs = self.syscall(L(self.ll[0]), ct.c_char_p(self.attr), L(len(self.attr)), L(0))
+        if rs < 0:
+            self._fail("landlock_create_ruleset")
+        try:
+            if self.syscall(L(self.ll[1]), L(rs), L(1), ct.c_char_p(self.rule), L(0)) < 0:
+                self._fail("landlock_add_rule")
+            if self.syscall(L(self.ll[2]), L(rs), L(0)) < 0:
+                self._fail("landlock_restrict_self")
+        finally:
+            os.close(rs)
+        # PR_SET_SECCOMP, SECCOMP_MODE_FILTER (no_new_privs is already set)
+        if self.prctl(ct.c_int(22), ct.c_ulong(2), ct.byref(self.fprog), ct.c_ulong(0),
+                      ct.c_ulong(0)) != 0:
+            self._fail("seccomp")
+
+
+def _zygote_child(walls, main, msg, fds):
+    """The forked child: becomes the request's agent, enters its walls,
+    takes its descriptors and runs the code.  Never returns."""
+    req_r, out_w, err_w, status = fds
+    try:
+        if walls.rebind is not None and walls.rebind(
+                msg["agent"].encode(), msg["run_id"].encode(), msg["token"].encode()) != 0:
+            raise OSError(walls.ctypes.get_errno(), "cannot report as the request's agent")
+        os.environ.update({"SBX_AGENT": msg["agent"], "SBX_AGENT_ID": msg["run_id"],
+                           "SBX_AGENT_TOKEN": msg["token"]})
+        os.setpgid(0, 0)
+        walls.enter()
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(req_r, FD_IN)
+        os.dup2(status, FD_OUT)
+        # Nothing of the zygote: its socket, its descriptor of "/".
+        os.closerange(FD_OUT + 1, 1 << 20)
+        global _STATUS_FD
+        _STATUS_FD = FD_OUT
+    except BaseException as e:          # noqa: BLE001
+        try:
+            os.write(err_w, f"sbx-serve: the request's sandbox failed: {e}\n".encode())
+        except OSError:
+            pass
+        os._exit(125)
+    _run_request(LineReader(FD_IN), main, close_fds=(FD_IN,))
+
+
+def _empty_dir(path):
+    """Removes everything in PATH (not PATH itself) but the mount points
+    the sandbox put there (sbx's runtime directory when it lies under
+    /tmp): what is left is what the sandbox had when it started."""
+    import shutil
+    try:
+        dev = os.stat(path).st_dev
+        entries = list(os.scandir(path))
+    except OSError:
+        return
+    for e in entries:
+        try:
+            if e.stat(follow_symlinks=False).st_dev != dev:
+                continue
+            if e.is_dir(follow_symlinks=False):
+                shutil.rmtree(e.path, ignore_errors=True)
+            else:
+                os.unlink(e.path)
+        except OSError:
+            pass
+
+
+def main_zygote(reader, allowed, pre_imports, hooks):
+    """The fork server: one long-lived interpreter, already inside its
+    sandbox with the pre-imports and the hooks, that forks a single-use
+    child for each request, one request at a time, and never runs code
+    itself.  Between two requests it kills what the last one left running
+    and empties /tmp: the next child finds the sandbox as the zygote left
+    it when it said ready."""
+    import signal
+    import socket
+    import struct
+    import time
+
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"    # a forked child has one thread
+    walls = _Walls()
+    main = _prepare_exec(allowed, pre_imports, hooks)
+    sock = socket.socket(fileno=FD_ZYGOTE)
+    tmp = os.environ.get("TMPDIR", "/tmp")
+    _empty_dir(tmp)
+    ready()
+
+    while True:
+        data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+        if not data:
+            os._exit(0)
+        try:
+            msg = json.loads(data)
+            if len(fds) != 4 or not all(isinstance(msg.get(k), str) and msg[k]
+                                        for k in ("id", "agent", "run_id", "token")):
+                raise ProtocolError("a fork request needs id, agent, run_id, token and 4 fds")
+            pid = os.fork()
+            if pid == 0:
+                _zygote_child(walls, main, msg, fds)
+            try:
+                os.setpgid(pid, pid)        # before sbx-serve may kill the group
+            except OSError:
+                pass
+            for f in fds[:3]:
+                os.close(f)
+            # A plain send: sbx-serve finds the child in /proc (a sendmsg
+            # would wait for the seccomp supervisor).
+            sock.send(json.dumps({"id": msg["id"], "pid": pid}).encode())
+        except (ProtocolError, OSError, ValueError) as e:
+            for f in fds:
+                try:
+                    os.close(f)
+                except OSError:
+                    pass
+            sock.send(json.dumps({"error": f"fork: {e}"}).encode())
+            continue
+        # The request's end: its own process first (not reaped, so its
+        # group cannot be reused), then the rest of its group.
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _, wstatus = os.waitpid(pid, 0)
+        # Every process of the group is gone before /tmp is emptied and
+        # the status says the request is over (the orphans' parent is the
+        # sandbox's init, which reaps them; a killed process is gone from
+        # its group at once).
+        for _ in range(200):
+            try:
+                os.killpg(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.005)
+        _empty_dir(tmp)
+        try:
+            os.write(fds[3], struct.pack("=ci", b"W", wstatus))
+        except OSError:
+            pass
+        os.close(fds[3])
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("check", "exec"):
-        sys.stderr.write("usage: serve-runner.py check|exec\n")
+    if len(sys.argv) != 2 or sys.argv[1] not in ("check", "exec", "zygote"):
+        sys.stderr.write("usage: serve-runner.py check|exec|zygote\n")
         os._exit(2)
     mode = sys.argv[1]
     reader = LineReader(FD_IN)
@@ -853,6 +1102,8 @@ def main():
     try:
         if mode == "check":
             main_check(reader, Checker(allowed, blocklist, stages))
+        elif mode == "zygote":
+            main_zygote(reader, allowed, pre, hooks)
         else:
             main_exec(reader, allowed, pre, hooks)
     except ProtocolError as e:

@@ -4,6 +4,7 @@
 #include "serve_exec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 
 #include "ctl.h"
 #include "serve_text.h"
+#include "serve_zygote.h"
 
 /* After the kill, how long the sandbox may take to go (its pipes to end).
  * The kernel tears a pid namespace down in milliseconds; this bounds a
@@ -92,6 +94,24 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
     res->killed_by[0] = '\0';
     res->exit_code = 0;
 
+    /* A fork server's child is forked once its code waits in the pipe (as
+     * much as the pipe takes): it runs at once, without waiting for us. */
+    if (box->zmsg) {
+        int fl = fcntl(box->req, F_GETFL);
+        if (fl >= 0 && fcntl(box->req, F_SETFL, fl | O_NONBLOCK) == 0) {
+            while (off < len) {
+                ssize_t n = write(box->req, line + off, len - off);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n < 0)
+                    break;
+                off += (size_t)n;
+            }
+            (void)fcntl(box->req, F_SETFL, fl);
+        }
+        if (serve_zygote_fork(box, err, errsz) < 0)
+            return -1;
+    }
     /* The runner reads one line and closes fd 3; a long line fills the pipe
      * and is written as the runner reads it. */
     while (off < len) {

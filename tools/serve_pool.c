@@ -18,12 +18,14 @@
 #include <err.h>
 
 #include "ctl.h"
+#include "serve_zygote.h"
 
 /* How long a runner may take to say ready: python and the pre-imports
  * (numpy, pandas, scipy cost a second or two on a busy machine). */
 #define READY_TIMEOUT_MS 30000
 #define MAX_POOL 64
 #define MAX_CHECK 8
+#define MAX_ZYGOTES 64
 
 static struct {
     pthread_mutex_t lock;
@@ -36,6 +38,7 @@ static struct {
     char last_err[512];
     pthread_t thread;
     bool started;
+    bool zygote;                /* requests fork from the zygote; no pool */
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER };
 
 struct checker {
@@ -71,7 +74,12 @@ void serve_pool_discard(struct serve_box *box, int status, const char *detail)
 {
     if (box == NULL)
         return;
+    /* Its zygote serves the next request at once: it takes the next one
+     * only once this one's processes are gone and /tmp is empty. */
+    serve_zygote_release(box);
     box_end(box, status, detail);
+    if (box->cgroup[0])
+        serve_zygote_cgroup_remove(box);
     free(box);
 }
 
@@ -183,8 +191,8 @@ static void *pool_main(void *arg)
             st[n_st++] = (struct starting){ b, mono_s() };
             continue;
         }
-        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + MAX_STARTING];
-        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + MAX_STARTING];
+        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + MAX_ZYGOTES + MAX_STARTING];
+        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + MAX_ZYGOTES + MAX_STARTING];
         size_t n = 0;
         for (size_t i = 0; i < pool.n_idle; i++) {
             struct serve_box *b = pool.idle[i];
@@ -200,6 +208,15 @@ static void *pool_main(void *arg)
             who[n] = NULL;
             pf[n++] = (struct pollfd){ checkers[i].up ? checkers[i].box.ctl : -1, POLLIN, 0 };
         }
+        size_t i_zygote = n, n_zyg = 0;
+        if (pool.zygote) {
+            int zfd[MAX_ZYGOTES];
+            n_zyg = serve_zygote_ctl_fds(zfd, MAX_ZYGOTES);
+            for (size_t i = 0; i < n_zyg; i++) {
+                who[n] = NULL;
+                pf[n++] = (struct pollfd){ zfd[i], POLLIN, 0 };
+            }
+        }
         size_t first_st = n;
         for (size_t i = 0; i < n_st; i++) {
             who[n] = st[i].box;
@@ -213,6 +230,9 @@ static void *pool_main(void *arg)
         for (size_t i = 0; r > 0 && i < n_checkers; i++)
             if (pf[first_check + i].revents)
                 checker_ctl(&checkers[i]);
+        for (size_t i = 0; r > 0 && i < n_zyg; i++)
+            if (pf[i_zygote + i].revents)
+                serve_zygote_on_ctl(i);
         /* Starting sandboxes: ready, failed, or too slow. */
         for (size_t i = n_st; i-- > 0;) {
             char err[512];
@@ -289,16 +309,42 @@ static int start_checker(struct checker *c, char *err, size_t errsz)
     return 0;
 }
 
-int serve_pool_start(int spawner, size_t target, size_t ncheck, char *err, size_t errsz)
+static int start_checkers(int spawner, size_t ncheck, char *err, size_t errsz)
 {
     pool.spawner = spawner;
-    pool.target = target < 1 ? 1 : target > MAX_POOL ? MAX_POOL : target;
     n_checkers = ncheck < 1 ? 1 : ncheck > MAX_CHECK ? MAX_CHECK : ncheck;
     for (size_t i = 0; i < n_checkers; i++) {
         pthread_mutex_init(&checkers[i].lock, NULL);
         if (start_checker(&checkers[i], err, errsz) < 0)
             return -1;
     }
+    return 0;
+}
+
+int serve_pool_start_zygote(int spawner, const struct serve_spawn_cfg *cfg, size_t nzygote,
+                            size_t ncheck, char *err, size_t errsz)
+{
+    if (start_checkers(spawner, ncheck, err, errsz) < 0)
+        return -1;
+    /* Now, so that a profile or a runner that cannot start stops the
+     * service before it listens. */
+    if (serve_zygote_start(spawner, cfg, nzygote, err, errsz) < 0)
+        return -1;
+    pool.zygote = true;
+    pool.target = 0;
+    if (pthread_create(&pool.thread, NULL, pool_main, NULL) != 0) {
+        serve_errf(err, errsz, "cannot start the pool's thread");
+        return -1;
+    }
+    pool.started = true;
+    return 0;
+}
+
+int serve_pool_start(int spawner, size_t target, size_t ncheck, char *err, size_t errsz)
+{
+    pool.target = target < 1 ? 1 : target > MAX_POOL ? MAX_POOL : target;
+    if (start_checkers(spawner, ncheck, err, errsz) < 0)
+        return -1;
     /* One exec sandbox now, so that a profile or a runner that cannot
      * start stops the service before it listens. */
     struct serve_box *b = new_box(SERVE_EXEC, err, errsz);
@@ -318,6 +364,8 @@ struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz)
     struct timespec ts;
     struct serve_box *b = NULL;
 
+    if (pool.zygote)
+        return serve_zygote_take(err, errsz);
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += timeout_ms / 1000;
     ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
@@ -344,6 +392,8 @@ size_t serve_pool_ready(void)
 {
     size_t n;
 
+    if (pool.zygote)
+        return serve_zygote_up();
     pthread_mutex_lock(&pool.lock);
     n = pool.n_idle;
     pthread_mutex_unlock(&pool.lock);
@@ -442,6 +492,8 @@ void serve_pool_stop(void)
     for (size_t i = 0; i < pool.n_idle; i++)
         serve_pool_discard(pool.idle[i], 0, "unused: the service stopped");
     pool.n_idle = 0;
+    if (pool.zygote)
+        serve_zygote_stop();
     for (size_t i = 0; i < n_checkers; i++) {
         struct checker *c = &checkers[i];
         pthread_mutex_lock(&c->lock);

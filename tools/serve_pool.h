@@ -28,7 +28,14 @@
  * are ready, so a failure to start shows at once. */
 int serve_pool_start(int spawner, size_t target, size_t ncheck, char *err, size_t errsz);
 
-/* A ready exec sandbox, waiting at most TIMEOUT_MS.  NULL with ERR. */
+/* The same with fork servers (serve_zygote.h) instead of the pool of
+ * fresh sandboxes: NZYGOTE warm zygotes, each request a fork of one.  CFG is
+ * kept (not copied). */
+int serve_pool_start_zygote(int spawner, const struct serve_spawn_cfg *cfg, size_t nzygote,
+                            size_t ncheck, char *err, size_t errsz);
+
+/* A ready exec sandbox, waiting at most TIMEOUT_MS (or a fork of the
+ * zygote).  NULL with ERR. */
 struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz);
 
 /* Ends BOX's registration (STATUS and DETAIL for its exit row), kills

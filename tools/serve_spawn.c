@@ -41,7 +41,11 @@
 #include "serve_sup.h"
 #include "serve_text.h"
 
-#define NFDS 8                  /* out, err, req, rep, notify, status, pidfd, ctl */
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1U << 2)    /* linux/pidfd.h, Linux 6.9 */
+#endif
+
+#define NFDS 9                  /* out, err, req, rep, notify, status, pidfd, ctl, zsock */
 
 struct spawn_msg {              /* server -> spawner */
     int kind;
@@ -55,7 +59,7 @@ struct spawn_reply {            /* spawner -> server, with the fds */
     char err[512];
 };
 
-static void new_id(char *out, size_t outsz)
+void serve_new_id(char *out, size_t outsz)
 {
     unsigned char r[8];
 
@@ -147,11 +151,43 @@ static void close_all(int *fds, size_t n)
         }
 }
 
+static const char *kind_arg(int kind)
+{
+    return kind == SERVE_CHECK ? "check" : kind == SERVE_ZYGOTE ? "zygote" : "exec";
+}
+
+int serve_spawn_register(const struct serve_spawn_cfg *cfg, const char *name,
+                         const char *command, int *ctl, char *run_id, size_t run_idsz,
+                         char *token, size_t tokensz, char *err, size_t errsz)
+{
+    const struct policy_info *pi = policy_info(cfg->policy);
+    char why[512];
+    struct sbx_agent_reg reg = {
+        .name = name, .policy_name = pi->name, .policy_sha256 = pi->sha256,
+        .policy_file = pi->file, .workspace = cfg->workspace, .command = command,
+        .layers = iso_mode_name(cfg->mode), .guard_pid = getpid(),
+    };
+
+    if ((*ctl = sbx_ctl_open(true, why, sizeof why)) < 0) {
+        serve_errf(err, errsz, "cannot reach sbx-auditd: %s", why);
+        return -1;
+    }
+    if (sbx_ctl_register(*ctl, &reg, run_id, run_idsz, token, tokensz, why, sizeof why) < 0) {
+        serve_errf(err, errsz, "cannot register agent '%s': %s", name, why);
+        sbx_ctl_close(*ctl);
+        *ctl = -1;
+        return -1;
+    }
+    return 0;
+}
+
 /* One sandbox for the server: everything in the file's header comment. */
 static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
 {
     struct spawn_reply rep;
-    int fds[NFDS], mine[5] = { -1, -1, -1, -1, -1 };
+    int fds[NFDS], mine[6] = { -1, -1, -1, -1, -1, -1 };
+    int zs[2] = { -1, -1 };
+    size_t nmine = kind == SERVE_ZYGOTE ? 6 : 5;
     int out[2] = { -1, -1 }, errp[2] = { -1, -1 }, reqp[2] = { -1, -1 }, repp[2] = { -1, -1 };
     char token[128] = "", why[512] = "";
     char **env = NULL;
@@ -161,29 +197,18 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     memset(&rep, 0, sizeof rep);
     for (int i = 0; i < NFDS; i++)
         fds[i] = -1;
-    new_id(rep.id, sizeof rep.id);
-    snprintf(rep.name, sizeof rep.name, kind == SERVE_CHECK ? "serve-check-%s" : "serve-%s",
-             rep.id);
+    serve_new_id(rep.id, sizeof rep.id);
+    snprintf(rep.name, sizeof rep.name, "%s%s",
+             kind == SERVE_CHECK ? "serve-check-" : kind == SERVE_ZYGOTE ? "serve-zygote-"
+                                                                         : "serve-", rep.id);
 
     if (cfg->audit) {
-        const struct policy_info *pi = policy_info(cfg->policy);
         char command[4096];
         snprintf(command, sizeof command, "%s -I -B %s %s", cfg->python, cfg->runner,
-                 kind == SERVE_CHECK ? "check" : "exec");
-        struct sbx_agent_reg reg = {
-            .name = rep.name, .policy_name = pi->name, .policy_sha256 = pi->sha256,
-            .policy_file = pi->file, .workspace = cfg->workspace, .command = command,
-            .layers = iso_mode_name(cfg->mode), .guard_pid = getpid(),
-        };
-        if ((ctl = sbx_ctl_open(true, why, sizeof why)) < 0) {
-            serve_errf(rep.err, sizeof rep.err, "cannot reach sbx-auditd: %s", why);
+                 kind_arg(kind));
+        if (serve_spawn_register(cfg, rep.name, command, &ctl, rep.run_id, sizeof rep.run_id,
+                                 token, sizeof token, rep.err, sizeof rep.err) < 0)
             goto fail;
-        }
-        if (sbx_ctl_register(ctl, &reg, rep.run_id, sizeof rep.run_id, token, sizeof token,
-                             why, sizeof why) < 0) {
-            serve_errf(rep.err, sizeof rep.err, "cannot register agent '%s': %s", rep.name, why);
-            goto fail;
-        }
     }
     env = sandbox_env(cfg, rep.name, rep.run_id, token);
     explicit_bzero(token, sizeof token);
@@ -193,7 +218,9 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     }
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(reqp, O_CLOEXEC) < 0
         || pipe2(repp, O_CLOEXEC) < 0
-        || (mine[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        || (mine[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0
+        || (kind == SERVE_ZYGOTE
+            && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, zs) < 0)) {
         serve_errf(rep.err, sizeof rep.err, "pipe: %s", strerror(errno));
         goto fail;
     }
@@ -201,15 +228,16 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     mine[2] = errp[1];
     mine[3] = reqp[0];
     mine[4] = repp[1];
+    mine[5] = zs[1];
     {
         char *argv[] = { (char *)cfg->python, "-I", "-B", (char *)cfg->runner,
-                         kind == SERVE_CHECK ? "check" : "exec", NULL };
+                         (char *)kind_arg(kind), NULL };
         struct iso_request req = {
             .policy = cfg->policy, .mode = cfg->mode, .workspace = cfg->workspace,
             .runtime_dir = cfg->runtime_dir, .audit_db = cfg->audit_db,
             .preload = cfg->preload, .policy_copy = cfg->policy_copy,
             .policy_image = cfg->policy_image, .argv = argv, .envp = env,
-            .child_fds = mine, .n_child_fds = 5, .no_inet_sockets = true,
+            .child_fds = mine, .n_child_fds = nmine, .no_inet_sockets = true,
         };
         /* The hook of --isolation gvisor (serve_gvisor.h): a keeper
          * process relays the runner's channels and the guard's ring. */
@@ -221,8 +249,8 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
             goto fail;
         }
     }
-    close_all(mine, 5);
-    out[1] = errp[1] = reqp[0] = repp[1] = -1;
+    close_all(mine, 6);
+    out[1] = errp[1] = reqp[0] = repp[1] = zs[1] = -1;
     /* From here a failure kills the started sandbox; its channels are
      * closed with the rest (fds[]). */
     fds[4] = child.notify_fd;
@@ -245,7 +273,8 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
     fds[2] = reqp[1];
     fds[3] = repp[0];
     fds[7] = ctl;
-    out[0] = errp[0] = reqp[1] = repp[0] = -1;     /* fds[] owns them now */
+    fds[8] = zs[0];
+    out[0] = errp[0] = reqp[1] = repp[0] = zs[0] = -1;     /* fds[] owns them now */
     rep.ok = 1;
     rep.pid = child.pid;
     strlcpy(rep.layers, child.layers, sizeof rep.layers);
@@ -261,7 +290,8 @@ fail:
     if (mine[0] >= 0)
         close(mine[0]);
     {
-        int rest[] = { out[0], out[1], errp[0], errp[1], reqp[0], reqp[1], repp[0], repp[1] };
+        int rest[] = { out[0], out[1], errp[0], errp[1], reqp[0], reqp[1], repp[0], repp[1],
+                       zs[0], zs[1] };
         close_all(rest, sizeof rest / sizeof rest[0]);
     }
     close_all(fds, NFDS);
@@ -352,7 +382,7 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     memset(box, 0, sizeof *box);
     pthread_mutex_init(&box->ctl_lock, NULL);
     box->pidfd = box->out = box->err = box->req = box->rep = -1;
-    box->notify = box->status = box->ctl = -1;
+    box->notify = box->status = box->ctl = box->zsock = -1;
     pthread_mutex_lock(&spawn_lock);
     if (send(sock, &m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m) {
         pthread_mutex_unlock(&spawn_lock);
@@ -392,6 +422,7 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     box->status = fds[5];
     box->pidfd = fds[6];
     box->ctl = fds[7];
+    box->zsock = fds[8];
     rep.id[sizeof rep.id - 1] = rep.name[sizeof rep.name - 1] = '\0';
     rep.run_id[sizeof rep.run_id - 1] = rep.layers[sizeof rep.layers - 1] = '\0';
     strlcpy(box->id, rep.id, sizeof box->id);
@@ -505,13 +536,14 @@ int serve_box_kill(struct serve_box *box)
         errno = ESRCH;
         return -1;
     }
-    return (int)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+    return (int)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL,
+                        box->group ? PIDFD_SIGNAL_PROCESS_GROUP : 0U);
 }
 
 void serve_box_close(struct serve_box *box)
 {
     int *fds[] = { &box->out, &box->err, &box->req, &box->rep, &box->notify,
-                   &box->status, &box->pidfd };
+                   &box->status, &box->pidfd, &box->zsock };
 
     if (box->pidfd >= 0)
         (void)serve_box_kill(box);

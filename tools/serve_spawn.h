@@ -28,7 +28,7 @@
 #include "isolate.h"
 #include "policy.h"
 
-enum serve_kind { SERVE_EXEC = 1, SERVE_CHECK = 2 };
+enum serve_kind { SERVE_EXEC = 1, SERVE_CHECK = 2, SERVE_ZYGOTE = 3 };
 
 struct serve_spawn_cfg {
     const struct policy *policy;
@@ -54,8 +54,16 @@ struct serve_box {
     int notify;                 /* the seccomp supervisor's listener, or -1 */
     int status;                 /* the init's status channel, or -1 */
     int ctl;                    /* its registration with sbx-auditd, or -1 */
+    int zsock;                  /* SERVE_ZYGOTE: the fork server's socket, or -1 */
+    bool group;                 /* a kill is for the process group of PIDFD's
+                                 * process (a child of the fork server), not
+                                 * a sandbox's init */
     pthread_mutex_t ctl_lock;   /* CTL is used by the request's thread and
                                  * the supervisor's (serve_sup.h) */
+    char cgroup[192];           /* its pids cgroup to remove, or "" */
+    int zslot;                  /* its zygote (serve_zygote.c) + 1, or 0 */
+    char *zmsg;                 /* the fork request not yet sent, or NULL */
+    int zfds[4];                /* the child's ends until the fork */
     char id[24];                /* the request id it will serve */
     char name[40];              /* the agent's name: "serve-ID" */
     char run_id[64];
@@ -64,6 +72,16 @@ struct serve_box {
     size_t len, cap;
     bool ready;                 /* the runner said ready */
 };
+
+/* Registers agent NAME (running COMMAND) with sbx-auditd for CFG's policy:
+ * *CTL the registration, RUN_ID and TOKEN what the daemon gave.  0, or -1
+ * with ERR.  Thread-safe. */
+int serve_spawn_register(const struct serve_spawn_cfg *cfg, const char *name,
+                         const char *command, int *ctl, char *run_id, size_t run_idsz,
+                         char *token, size_t tokensz, char *err, size_t errsz);
+
+/* A fresh request id: 16 hex digits. */
+void serve_new_id(char *out, size_t outsz);
 
 /* Forks the spawner.  Call while single-threaded.  *SOCK is the server's
  * end (one request at a time, see serve_spawn_get); *PID the spawner. */
@@ -88,7 +106,8 @@ int serve_box_readline(struct serve_box *box, int timeout_ms, char **line);
 /* Drops the line serve_box_readline returned last. */
 void serve_box_consume(struct serve_box *box);
 
-/* SIGKILL of the box's init (its whole pid namespace).  0, or -1/errno. */
+/* SIGKILL of the box's init (its whole pid namespace), or of the process
+ * group of a fork server's child (BOX->group).  0, or -1/errno. */
 int serve_box_kill(struct serve_box *box);
 
 /* Kills the sandbox (if still there), stops its supervision and closes

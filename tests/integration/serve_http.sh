@@ -115,8 +115,11 @@ serve() {
     write_runner
     write_profile
     SOCK="$SBX_RUNTIME_DIR/serve.sock"   # short: socket paths are at most 108 bytes
+    # The test runner has no zygote mode: a pool of fresh sandboxes (the
+    # fork server is tested with the real runner, tests/serve/api.sh).
     SBX_SERVE_RUNNER="$T/runner/${RUNNER:-runner.py}" \
-        sbx-serve --listen "unix:$SOCK" --profile "$T/minimal.yaml" "$@" 2>"$T/serve.log" &
+        sbx-serve --listen "unix:$SOCK" --profile "$T/minimal.yaml" --fork-server off "$@" \
+        2>"$T/serve.log" &
     SERVE_PID=$!
     i=0
     until curl -sf --unix-socket "$SOCK" http://x/healthz >/dev/null 2>&1; do

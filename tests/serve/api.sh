@@ -494,6 +494,52 @@ print(sorted(os.listdir("/tmp")), sorted(os.environ))'
     body_is '"SBX_SERVE_TEST_SECRET" not in b["stdout"] and "leaked" not in b["stdout"]'
 }
 
+# ---- the fork server: what one request cannot reach of another ------------
+
+test_a_module_changed_by_one_request_is_pristine_in_the_next() {
+    need observe
+    execute 'import json
+json.dumps = lambda *a, **k: "poisoned"
+print(json.dumps(1))'
+    body_is 'b["stdout"] == "poisoned\n"'
+    execute 'import json
+print(json.dumps(1))'
+    body_is 'b["stdout"] == "1\n"'
+}
+
+test_two_requests_at_once_do_not_share_tmp() {
+    need observe
+    mark="sbx-at-once-$$"
+    "$PY" -c 'import json, sys
+sys.stdout.write(json.dumps({"code": "import os, time\nopen(\"/tmp/%s\", \"w\").write(\"x\")\ntime.sleep(4)\nprint(os.path.exists(\"/tmp/%s\"))" % (sys.argv[1], sys.argv[1])}))' "$mark" >"$T/a.json"
+    curl -sS -o "$T/a.body" -H 'Content-Type: application/json' --data-binary @"$T/a.json" \
+        --max-time 60 "$URL/execute" &
+    apid=$!
+    sleep 1.5
+    execute "import os
+print(os.path.exists('/tmp/$mark'))"
+    wait $apid
+    body_is 'b["stdout"] == "False\n"'
+    "$PY" -c 'import json, sys; b = json.load(open(sys.argv[1])); sys.exit(0 if b["stdout"] == "True\n" else 1)' "$T/a.body" ||
+        { cat "$T/a.body" >&2; fail "the first request lost its own file"; }
+}
+
+test_a_request_cannot_signal_or_inspect_the_fork_server_nor_leave_its_group() {
+    need observe
+    execute 'import os
+for what, f in (("signal", lambda: os.kill(os.getppid(), 0)),
+                ("signal init", lambda: os.kill(1, 0)),
+                ("environ", lambda: open(f"/proc/{os.getppid()}/environ", "rb").read()),
+                ("setsid", os.setsid),
+                ("setpgid", lambda: os.setpgid(0, 0))):
+    try:
+        f()
+        print(what, "allowed")
+    except PermissionError:
+        print(what, "refused")'
+    body_is 'b["stdout"] == "signal refused\nsignal init refused\nenviron refused\nsetsid refused\nsetpgid refused\n"'
+}
+
 test_concurrency_beyond_the_cap_is_refused_with_retry_after() {
     serve_start cap --profile minimal --max-concurrent 1 --queue 0 || {
         fail "sbx-serve --max-concurrent 1 --queue 0 did not start: $(tail -c 300 "$SRV/cap.log" | tr '\n' ' ')"
@@ -568,11 +614,8 @@ print('connected')"
 }
 
 test_a_fork_bomb_is_bounded_and_the_service_lives_on() {
-    # A known gap, not a pass: the request's uid 0 is the host's root when
-    # sbx-serve runs as root, and the kernel does not hold root to
-    # RLIMIT_NPROC.  Until requests run as an unprivileged host uid (or in a
-    # pids cgroup) only a non-root service is bounded; docs/serve.md says so.
-    [ "$(id -u)" -ne 0 ] || skip "sbx-serve as root: RLIMIT_NPROC does not bind host root (open gap of issue 16)"
+    # As root too: RLIMIT_NPROC does not hold host root, so sbx-serve puts
+    # each request in a pids cgroup of its own (docs/serve.md).
     need observe
     execute 'import os, time
 n = 0
