@@ -383,6 +383,10 @@ int main(int argc, char **argv)
     };
     if (serve_sup_start(&sup) < 0)
         err(1, "cannot start the supervisor's thread");
+    if (!fork_server && mode != ISO_GVISOR && geteuid() == 0)
+        warnx("running as root with --fork-server off: host root is exempt from "
+              "RLIMIT_NPROC, so the profile's process limit does not bind a request's "
+              "processes (the fork server puts each in a pids cgroup)");
     int started = fork_server
         ? serve_pool_start_zygote(spawner, &scfg, max_conc, max_conc > 1 ? 2 : 1, why, sizeof why)
         : serve_pool_start(spawner, pool, max_conc > 1 ? 2 : 1, why, sizeof why);

@@ -184,12 +184,21 @@ static void cg_setup(void)
             zy.cg[0] = '\0';
             continue;
         }
+        /* cgroup v2: our children get a pids.max only once the
+         * controller is enabled below us (v1's pids hierarchy has it). */
+        snprintf(probe, sizeof probe, "%s/cgroup.subtree_control", zy.cg);
+        if (stat(probe, &st) == 0)
+            (void)write_small(probe, "+pids");
         snprintf(probe, sizeof probe, "%s/pids.max", zy.cg);
         if (stat(probe, &st) == 0)
             return;
         rmdir(zy.cg);       /* a hierarchy without the pids controller */
         zy.cg[0] = '\0';
     }
+    /* No silent hole: host root is exempt from RLIMIT_NPROC. */
+    warnx("running as root without a pids cgroup (none at /sys/fs/cgroup/pids or "
+          "/sys/fs/cgroup with the pids controller): the profile's process limit "
+          "does not bind a request's processes; run sbx-serve as an unprivileged user");
 }
 
 /* Moves zygote B (HOST: its python) into a new pids cgroup of its own:
