@@ -30,7 +30,10 @@ REAL_SLOT(nftw64);
 REAL_SLOT(fts_open);
 REAL_SLOT(clone);
 
-#define AROUND(name, ...)                           \
+/* Calls the real NAME between two notes that the working directory may
+ * have changed; with FLUSH, the remembered directories are forgotten after
+ * it too (chroot, setns: every path may now mean something else). */
+#define AROUND_CALL(flush, name, ...)               \
     do {                                            \
         __typeof__(&name) real = REAL(name);        \
         if (!real) {                                \
@@ -41,26 +44,13 @@ REAL_SLOT(clone);
         int rc_ = real(__VA_ARGS__);                \
         int e_ = errno;                             \
         guard_cwd_changed();                        \
+        if (flush)                                  \
+            policy_path_cache_flush();              \
         errno = e_;                                 \
         return rc_;                                 \
     } while (0)
-
-/* AROUND, and the remembered directories forgotten after the call. */
-#define AROUND_FLUSH(name, ...)                     \
-    do {                                            \
-        __typeof__(&name) real = REAL(name);        \
-        if (!real) {                                \
-            errno = ENOSYS;                         \
-            return -1;                              \
-        }                                           \
-        guard_cwd_changed();                        \
-        int rc_ = real(__VA_ARGS__);                \
-        int e_ = errno;                             \
-        guard_cwd_changed();                        \
-        policy_path_cache_flush();                  \
-        errno = e_;                                 \
-        return rc_;                                 \
-    } while (0)
+#define AROUND(name, ...) AROUND_CALL(false, name, __VA_ARGS__)
+#define AROUND_FLUSH(name, ...) AROUND_CALL(true, name, __VA_ARGS__)
 
 SBX_EXPORT int chdir(const char *path)
 {
