@@ -76,6 +76,11 @@ test_an_open_of_a_missing_file_in_a_readable_directory_gives_enoent_and_no_denia
 }
 
 test_a_secret_that_exists_stays_denied_and_in_a_hidden_directory_missing_is_enoent_existing_is_eexist() {
+    # The default policy lets /tmp/** be read and written: a home there
+    # (a checkout under /tmp) is not hidden, and nothing here would hold.
+    case "$HOME" in
+    /tmp/* | /var/tmp/*) skip "the test's home $HOME lies under /tmp, which the default policy lets be read" ;;
+    esac
     echo SECRET_TOKEN_errno > .env
     mkdir -p "$HOME/.config/tool"
     echo "//registry.npmjs.org/:_authToken=SECRET_TOKEN_npmrc" > "$HOME/.config/tool/present.json"
