@@ -287,6 +287,9 @@ int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
             if (strncmp(req->envp[i], "LD_PRELOAD=", 11) != 0)
                 putenv(req->envp[i]);
         unsetenv("LD_PRELOAD");
+        /* argv[0] is the engine's path, the first flag added: a NULL argv
+         * never gets here (the analyzer reaches NULL only through a count
+         * that wraps around SIZE_MAX). */
         execv(argv[0], argv); /* NOLINT(clang-analyzer-core.NonNullParamChecker) */
         _exit(125);
     }

@@ -3,7 +3,7 @@
 # program, stack protector, and _FORTIFY_SOURCE outside sanitizer builds.
 . "$(dirname "$0")/../lib.sh"
 
-PROGRAMS="sbx-guard sbx-audit sbx-kill sbx-policy sbx-auditd"
+PROGRAMS="sbx-guard sbx-audit sbx-kill sbx-policy sbx-auditd sbx-serve"
 
 test_every_program_and_the_preload_are_linked_with_full_relro() {
     command -v readelf >/dev/null || skip "readelf is not installed"
