@@ -20,6 +20,7 @@
  * SBX_SERVE_RUNNER) is not there.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <bsd/stdlib.h>
 
 #include "paths.h"
 #include "serve_client.h"
@@ -212,6 +215,29 @@ static void stop_server(pid_t pid)
     waitpid(pid, NULL, 0);
 }
 
+/* The sbx-auditd that sbx-serve started in DIR/run outlives it (it serves
+ * every agent of that runtime directory): stopped before DIR goes, or it
+ * would wait forever on a socket nobody can reach. */
+static void stop_daemon(const char *dir)
+{
+    char path[PATH_MAX], buf[32];
+    FILE *f;
+    long pid = 0;
+
+    snprintf(path, sizeof path, "%s/run/sbx-auditd.pid", dir);
+    if ((f = fopen(path, "re")) == NULL)
+        return;
+    if (fgets(buf, sizeof buf, f) != NULL) {
+        buf[strcspn(buf, "\n")] = '\0';
+        pid = strtonum(buf, 2, INT_MAX, NULL);
+    }
+    fclose(f);
+    if (pid <= 0 || kill((pid_t)pid, SIGTERM) < 0)
+        return;
+    for (int i = 0; i < 100 && kill((pid_t)pid, 0) == 0; i++)
+        usleep(50000);
+}
+
 static double python_floor(int n)
 {
     double v[64];
@@ -319,6 +345,7 @@ int main(void)
         }
     }
     free(v);
+    stop_daemon(dir);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     (void)!system(cmd);
