@@ -64,16 +64,21 @@ bash --norc --noprofile -i
 echo "bash $?" > result
 EOF
     # Ctrl-C stops the foreground job, Ctrl-Z stops one, bg and fg resume
-    # it, kill ends it; each answer comes back through the terminal.
+    # it, kill ends it; each answer comes back through the terminal.  A key
+    # is sent only once the job is about to start (its go-N printed, which
+    # the typed line itself does not show), then a pause: a Ctrl-C that
+    # reached bash before the sleep was in the foreground would be lost.
     WL_STEPS='send:echo ready-$((40+2))\r
 expect:ready-42
-send:sleep 30\r
-sleep:300
+send:echo go-$((1+1)); sleep 30\r
+expect:go-2
+sleep:500
 send:\x03
 send:echo rc-$?\r
 expect:rc-130
-send:sleep 31\r
-sleep:300
+send:echo go-$((2+1)); sleep 31\r
+expect:go-3
+sleep:500
 send:\x1a
 expect:Stopped
 send:bg\r
