@@ -528,7 +528,7 @@ int serve_zygote_fork(struct serve_box *b, char *err, size_t errsz)
             down_one(z, err);
     }
     pid_t zhost = z->box ? z->host_pid : 0;
-    if (rc == 0)
+    if (rc == 0 && z->box != NULL)     /* it is: ask_fork ran on it */
         strlcpy(b->layers, z->box->layers, sizeof b->layers);
     pthread_mutex_lock(&zy.lock);
     z->forking = false;
