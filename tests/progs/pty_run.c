@@ -340,6 +340,18 @@ int main(int argc, char **argv)
         }
         if (s > 2)
             close(s);
+        /* And with the signals a terminal emulator gives its shell: none
+         * ignored.  Run from a background job (nohup, `&` in a script),
+         * this program inherits SIGINT and SIGQUIT ignored, which bash
+         * passes on to its jobs: a Ctrl-C would then not end one. */
+        for (int sig = 1; sig < NSIG; sig++)
+            if (sig != SIGKILL && sig != SIGSTOP)
+                (void)signal(sig, SIG_DFL);
+        {
+            sigset_t none;
+            sigemptyset(&none);
+            (void)sigprocmask(SIG_SETMASK, &none, NULL);
+        }
         execvp(argv[cmd], argv + cmd);
         perror(argv[cmd]);
         _exit(127);
