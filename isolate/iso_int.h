@@ -37,7 +37,7 @@ struct iso_rlimit {
 /* The rlimits the policy asks for (resource order is stable). */
 size_t iso_rlimits(const struct policy *p, struct iso_rlimit out[ISO_RLIMIT_MAX]);
 /* In the child before exec: applies the rlimits but RLIMIT_AS, resets the signal mask and
- * every disposition (SIGXFSZ ignored), marks fds >= 3 close-on-exec except
+ * every disposition (SIGXFSZ and iso_keep_inherited_ignores's set ignored), marks fds >= 3 close-on-exec except
  * KEEP_FD.  Async-signal-safe.  0, or -1 with errno (and *WHAT set). */
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what);

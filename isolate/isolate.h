@@ -135,6 +135,12 @@ int iso_spawn(const struct iso_request *req, struct iso_child *child,
  * group takes the terminal before the agent's exec; sbx-guard asks the same
  * before iso_spawn, to know it must take the terminal back at the end. */
 bool iso_tty_foreground(void);
+/* Added.  Notes which signals this process was started with ignored (as
+ * under nohup), so the agent keeps them ignored; every other disposition
+ * is reset to the default in the agent.  Call first thing in main, before
+ * anything changes a disposition.  Without the call (sbx-serve) the agent
+ * starts with every signal at its default but SIGXFSZ. */
+void iso_keep_inherited_ignores(void);
 
 /* Added.  After waitpid(child->pid) returned STATUS: the agent's own wait
  * status.  With a pid namespace, child->pid is the sandbox's init, which

@@ -127,6 +127,21 @@ int iso_child_late_rlimits(const struct iso_rlimit *rl, size_t n, const char **w
     return apply_rlimits(rl, n, true, what);
 }
 
+/* Signals the caller of sbx-guard ignored (iso_keep_inherited_ignores). */
+static sigset_t inherited_ignored;
+
+void iso_keep_inherited_ignores(void)
+{
+    sigemptyset(&inherited_ignored);
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction cur;
+        if (sig == SIGKILL || sig == SIGSTOP)
+            continue;
+        if (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
+            sigaddset(&inherited_ignored, sig);
+    }
+}
+
 int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
                      const char **what)
 {
@@ -138,13 +153,17 @@ int iso_child_basics(const struct iso_rlimit *rl, size_t n, int keep_fd,
     if (apply_rlimits(rl, n, false, what) < 0)
         return -1;
 
-    /* sbx-guard's handlers and mask must not leak into the agent. */
+    /* sbx-guard's handlers and mask must not leak into the agent; what its
+     * own caller ignored (nohup's SIGHUP) is ignored in the agent too, as
+     * it would be without sbx.  SIGXFSZ is ignored so max_write_bytes
+     * gives EFBIG rather than a killed agent. */
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
     for (int sig = 1; sig < NSIG; sig++) {
         if (sig == SIGKILL || sig == SIGSTOP)
             continue;
-        sa.sa_handler = sig == SIGXFSZ ? SIG_IGN : SIG_DFL;
+        sa.sa_handler = sig == SIGXFSZ || sigismember(&inherited_ignored, sig) == 1
+                        ? SIG_IGN : SIG_DFL;
         (void)sigaction(sig, &sa, NULL);   /* EINVAL for glibc-internal signals */
     }
     sigemptyset(&all);

@@ -986,6 +986,7 @@ int main(int argc, char **argv)
     struct guard g = { .ctl = -1, .child.notify_fd = -1 };
     /* getopt's messages begin with argv[0]: the name err(3) uses too. */
     const char *invoked_as = argv[0];
+    iso_keep_inherited_ignores();
     argv[0] = program_invocation_short_name;
     parse_args(argc, argv, &r.o);
     if (r.o.notify < 0)

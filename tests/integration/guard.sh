@@ -464,6 +464,21 @@ test_exit_status_is_the_agents_and_128_plus_signal() {
     expect_row agent=x1 op=start
 }
 
+test_a_signal_its_caller_ignored_stays_ignored_in_the_agent_as_under_nohup() {
+    # nohup sbx-guard -- agent: the agent must ignore SIGHUP as it would
+    # without sbx; a signal the caller did not ignore is at its default.
+    for mode in "$ISO" native; do
+        rc=0; out=$(sh -c 'trap "" HUP; exec sbx-guard --no-notify --isolation "$1" --name "hup-$1" \
+            --policy "$2" -- sh -c "kill -HUP \$\$; echo survived-hup"' sh "$mode" "$DEFAULT" 2>&1) || rc=$?
+        assert_eq "$rc" 0 "exit status under $mode (SIGHUP ignored by the caller)"
+        assert_contains "$out" survived-hup
+        rc=0; sh -c 'trap "" HUP; exec sbx-guard --no-notify --isolation "$1" --name "usr1-$1" \
+            --policy "$2" -- sh -c "kill -USR1 \$\$; echo not-reached"' sh "$mode" "$DEFAULT" \
+            >/dev/null 2>&1 || rc=$?
+        assert_eq "$rc" 138 "exit status under $mode of SIGUSR1, not ignored by the caller"
+    done
+}
+
 test_bad_policy_exits_125_names_the_line_and_starts_nothing() {
     printf 'version: 1\nfiles:\n  raed:\n    allow: ["**"]\n' > "$T/bad.yaml"
     rc=0; out=$(sbx-guard --policy "$T/bad.yaml" -- touch started 2>&1) || rc=$?
