@@ -260,6 +260,7 @@ int batch_commit(struct daemon *d, bool durable)
     }
     publish_rings(d);
     batch_release_held(d);
+    ctl_rows_stored(d);
     int64_t head = audit_store_last_id(d->store);
     uint64_t now = daemon_now_ms();
     /* At most once a minute, durable commits too: an agent's start and

@@ -256,11 +256,15 @@ static void do_resume(struct daemon *d, struct conn *c, const struct sbx_msg *m)
  * whose connection registered or resumed the run, with its token. */
 static void do_keep(struct daemon *d, struct conn *c, const struct sbx_msg *m)
 {
-    static const char *const keys[] = { "run_id", "token", NULL };
+    static const char *const keys[] = { "run_id", "token", "since", NULL };
     char err[256];
     if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
         return reply_err(c, "%s", err);
     const char *run_id = sbx_msg_get(m, "run_id"), *token = sbx_msg_get(m, "token");
+    const char *sv = sbx_msg_get(m, "since"), *e = NULL;
+    long long since = sv ? strtonum(sv, 1, LLONG_MAX, &e) : 0;
+    if (e)
+        return reply_err(c, "since: %s", e);
     if (c->agent || c->keeps)
         return reply_err(c, "KEEP needs a connection of its own");
     struct agent *a = run_id && token ? registry_agent_by_token(d, run_id, token) : NULL;
@@ -273,6 +277,11 @@ static void do_keep(struct daemon *d, struct conn *c, const struct sbx_msg *m)
         return reply_err(c, "the agent's rings are kept already");
     a->keeper = c;
     c->keeps = a;
+    /* A resumed run started before this daemon: its guard says when (the
+     * same word the rings it hands over carry), for the supervisor rows it
+     * sends again. */
+    if (a->resumed && since > 0 && (uint64_t)since < a->since_ns)
+        a->since_ns = (uint64_t)since;
     reply_ok(c);
     rings_feed_keeper(d);
 }
@@ -333,7 +342,8 @@ static void do_event(struct daemon *d, struct conn *c, const struct sbx_msg *m)
 static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg *m)
 {
     static const char *const keys[] = { "op", "decision", "layer", "flags", "err", "target",
-                                        "target2", "rule", "reason", "pid", "noreply", NULL };
+                                        "target2", "rule", "reason", "pid", "noreply", "seq",
+                                        "ts", NULL };
     char err[256];
     if (!sbx_msg_keys_ok(m, keys, err, sizeof err))
         return reply_err(c, "%s", err);
@@ -356,13 +366,17 @@ static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg 
         .reason = sbx_msg_get(m, "reason"),
     };
     const char *e = NULL;
-    long long pid = c->pid;
+    long long pid = c->pid, seq = 0, ts = 0;
     if ((v = sbx_msg_get(m, "flags")))
         ev.flags = (uint32_t)strtonum(v, 0, 0xffffffffLL, &e);
     if (!e && (v = sbx_msg_get(m, "err")))
         ev.err = (int)strtonum(v, -4096, 4096, &e);
     if (!e && (v = sbx_msg_get(m, "pid")))
         pid = strtonum(v, 1, 0x7fffffff, &e);
+    if (!e && (v = sbx_msg_get(m, "seq")))
+        seq = strtonum(v, 1, LLONG_MAX, &e);
+    if (!e && (v = sbx_msg_get(m, "ts")))
+        ts = strtonum(v, 1, LLONG_MAX, &e);
     if (e)
         return reply_err(c, "bad number: %s", e);
     /* A start or an exit comes after what the agent's rings already hold.
@@ -373,8 +387,14 @@ static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg 
         rings_drain(d, 0, false);
     }
     /* Through the record encoding, so that long strings are cut exactly as
-     * the rings cut them. */
-    size_t n = sbx_event_encode(&ev, sbx_now_ns(), d->scratch, sizeof d->scratch);
+     * the rings cut them.  The daemon's clock is the row's time; the
+     * guard's own (a row sent again after a restart, tools/guard_sup.h)
+     * only if it lies between the run's start and now, as for a ring's
+     * records. */
+    uint64_t now = sbx_now_ns();
+    uint64_t at = ts > 0 && (uint64_t)ts >= c->agent->since_ns && (uint64_t)ts <= now
+                  ? (uint64_t)ts : now;
+    size_t n = sbx_event_encode(&ev, at, d->scratch, sizeof d->scratch);
     struct sbx_event_view view;
     if (n == 0 || sbx_event_decode(d->scratch, n, &view) < 0)
         return reply_err(c, "event does not encode");
@@ -384,6 +404,8 @@ static void do_event_msg(struct daemon *d, struct conn *c, const struct sbx_msg 
          * and held until then so that a failed batch loses none of them. */
         if (batch_hold(d, d->scratch, n, c->agent, pid, c->uid) < 0)
             return reply_err(c, "audit store: too many rows wait for a failed store");
+        if ((uint64_t)seq > c->agent->sup_held)
+            c->agent->sup_held = (uint64_t)seq;
         return reply_ok(c);
     }
     /* Held too: refused now, it is still recorded once the store takes
@@ -705,11 +727,36 @@ bool ctl_watching(const struct daemon *d)
     return false;
 }
 
+/* ACK seq=N to each keeper whose supervisor rows up to N are stored and
+ * not yet acknowledged.  Without waiting: a full socket gets it later. */
+static void send_acks(struct daemon *d)
+{
+    for (struct agent *a = d->agents; a; a = a->next) {
+        struct conn *k = a->keeper;
+        if (!k || k->closing || a->sup_acked >= a->sup_stored)
+            continue;
+        char msg[64];
+        int len = snprintf(msg, sizeof msg, "ACK\nseq=%llu\n",
+                           (unsigned long long)a->sup_stored);
+        if (send(k->fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) == len)
+            a->sup_acked = a->sup_stored;
+    }
+}
+
+void ctl_rows_stored(struct daemon *d)
+{
+    for (struct agent *a = d->agents; a; a = a->next)
+        a->sup_stored = a->sup_held;
+    send_acks(d);
+}
+
 void ctl_tick(struct daemon *d)
 {
     uint64_t now = daemon_now_ms();
-    /* Rings a keeper could not take at once (its socket was full). */
+    /* Rings a keeper could not take at once (its socket was full), and
+     * acknowledgements likewise. */
     rings_feed_keeper(d);
+    send_acks(d);
     look_at_stopped_guards(d, now);
     for (struct agent *a = d->agents, *next; a; a = next) {
         next = a->next;

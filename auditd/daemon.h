@@ -103,6 +103,15 @@ struct agent {
     uint64_t cmd_req;
     uint64_t cmd_sent_ms;
     char cmd_by[64], cmd_reason[256];
+    /* The supervisor's rows of its guard (tools/guard_sup.h): numbered by
+     * the guard; after each commit the last number stored is sent to its
+     * keeper ("ACK seq=N"), and the guard lets go of the rows up to it. */
+    uint64_t sup_held;          /* the last number in the open batch */
+    uint64_t sup_stored;        /* the last number committed */
+    uint64_t sup_acked;         /* the last number sent to the keeper */
+    uint64_t since_ns;          /* the run's start (registration, or the
+                                 * guard's word on a resume): a row's own
+                                 * time older than this is not kept */
 };
 
 struct conn {
@@ -329,6 +338,10 @@ void conn_on_event(struct daemon *d, struct conn *c, uint32_t events);
 /* Periodic work: kill re-sends and timeouts, and the dead man's switch
  * for a guard that is stopped while its agent runs. */
 void ctl_tick(struct daemon *d);
+/* After a commit: every agent's supervisor rows held so far are stored;
+ * each keeper is told the last number (ACK), now or at a later tick if its
+ * socket is full. */
+void ctl_rows_stored(struct daemon *d);
 /* True while some agent's guard is watched (the loop then ticks at least
  * every 500 ms). */
 bool ctl_watching(const struct daemon *d);

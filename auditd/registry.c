@@ -25,8 +25,11 @@ struct agent *registry_agent_new(struct daemon *d, const char *name)
 {
     (void)d;
     struct agent *a = calloc(1, sizeof *a);
-    if (a)
+    if (a) {
         strlcpy(a->name, name, sizeof a->name);
+        /* A second of margin, as for a ring's registration. */
+        a->since_ns = sbx_now_ns() - 1000000000u;
+    }
     return a;
 }
 

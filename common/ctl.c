@@ -422,7 +422,7 @@ out:
     return rc;
 }
 
-static void event_msg(struct sbx_msgbuf *b, const struct sbx_event_desc *ev, pid_t pid)
+void sbx_ctl_event_format(struct sbx_msgbuf *b, const struct sbx_event_desc *ev, pid_t pid)
 {
     sbx_msg_start(b, "EVENT");
     sbx_msg_add(b, "op", sbx_op_name(ev->op));
@@ -456,7 +456,7 @@ int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid)
     char err[256];
     int rc = -1;
     if (b && r) {
-        event_msg(b, ev, pid);
+        sbx_ctl_event_format(b, ev, pid);
         rc = transact(fd, b, r, err, sizeof err);
     }
     free(b);
@@ -469,7 +469,7 @@ int sbx_ctl_event_async(int fd, const struct sbx_event_desc *ev)
     struct sbx_msgbuf *b = malloc(sizeof *b);
     int rc = -1;
     if (b) {
-        event_msg(b, ev, 0);
+        sbx_ctl_event_format(b, ev, 0);
         sbx_msg_add(b, "noreply", "1");
         rc = sbx_msg_send(fd, b);
     }

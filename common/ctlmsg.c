@@ -176,9 +176,14 @@ int sbx_msg_send(int fd, const struct sbx_msgbuf *b)
         errno = EMSGSIZE;
         return -1;
     }
+    return sbx_msg_send_bytes(fd, b->buf, b->len);
+}
+
+int sbx_msg_send_bytes(int fd, const char *buf, size_t len)
+{
     for (;;) {
-        ssize_t w = send(fd, b->buf, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w == (ssize_t)b->len)
+        ssize_t w = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w == (ssize_t)len)
             return 0;
         if (w >= 0) {
             errno = EMSGSIZE;   /* a datagram goes whole or not at all */

@@ -83,6 +83,8 @@ void sbx_msg_addf(struct sbx_msgbuf *b, const char *key, const char *fmt, ...)
 /* Sends B as one message, waiting at most 10 s for room on the socket.
  * 0 / -1 (EMSGSIZE on overflow, ETIMEDOUT). */
 int sbx_msg_send(int fd, const struct sbx_msgbuf *b);
+/* The same for LEN bytes at BUF, a message built before (and kept). */
+int sbx_msg_send_bytes(int fd, const char *buf, size_t len);
 
 /* ---- socket addresses ---------------------------------------------------- */
 

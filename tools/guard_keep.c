@@ -22,6 +22,7 @@
 
 #include "ctl.h"
 #include "ctlmsg.h"
+#include "event.h"
 #include "ring.h"
 
 /* One ring kept: its memory and its process, and what the daemon that
@@ -40,6 +41,8 @@ struct guard_keep {
     size_t limit;               /* at most this many (descriptors) */
     bool raised;                /* the descriptor limit was raised */
     bool said_full;
+    uint64_t acked;             /* the last supervisor row stored (ACK) */
+    unsigned long long since;   /* the run's start, for a resumed run's clock */
 };
 
 #define REPLY_MS 10000
@@ -178,9 +181,17 @@ static int take_one(struct guard_keep *gk)
     struct sbx_msg m;
     char err[128];
     long long pid = -1, since = -1;
-    bool ok = !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-              sbx_msg_parse(buf, (size_t)n, &m, err, sizeof err) == 0 &&
-              strcmp(m.verb, "RING") == 0 && (nfds == 1 || nfds == 2) &&
+    bool parsed = !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+                  sbx_msg_parse(buf, (size_t)n, &m, err, sizeof err) == 0;
+    /* ACK seq=N: the daemon has stored every supervisor row up to N
+     * (guard_sup.h). */
+    if (parsed && nfds == 0 && strcmp(m.verb, "ACK") == 0) {
+        long long seq = num(&m, "seq", LLONG_MAX);
+        if (seq > 0 && (uint64_t)seq > gk->acked)
+            gk->acked = (uint64_t)seq;
+        return 1;
+    }
+    bool ok = parsed && strcmp(m.verb, "RING") == 0 && (nfds == 1 || nfds == 2) &&
               (pid = num(&m, "pid", 0x7fffffff)) > 0 && (since = num(&m, "since", LLONG_MAX)) >= 0;
     if (ok && make_room(gk) == 0) {
         gk->v[gk->n++] = (struct kept){ fds[0], nfds == 2 ? fds[1] : -1, (long)pid,
@@ -260,8 +271,11 @@ static int request(int fd, const char *msg, size_t len, const int *fds, int nfds
     return -1;
 }
 
-/* A new connection to the daemon, KEEP sent and accepted.  fd or -1. */
-static int connect_keep(const char *run_id, const char *token, char *err, size_t errsz)
+/* A new connection to the daemon, KEEP sent and accepted.  fd or -1.
+ * SINCE: when the run started, for a daemon that resumes it (the earliest
+ * time it accepts for a supervisor row sent again). */
+static int connect_keep(const char *run_id, const char *token, unsigned long long since,
+                        char *err, size_t errsz)
 {
     int fd = sbx_ctl_open(false, err, errsz);
     if (fd < 0)
@@ -275,6 +289,7 @@ static int connect_keep(const char *run_id, const char *token, char *err, size_t
     sbx_msg_start(b, "KEEP");
     sbx_msg_add(b, "run_id", run_id);
     sbx_msg_add(b, "token", token);
+    sbx_msg_addf(b, "since", "%llu", since);
     int rc = b->overflow ? -1 : request(fd, b->buf, b->len, NULL, 0, err, errsz);
     free(b);
     if (rc != 0) {
@@ -294,7 +309,9 @@ struct guard_keep *guard_keep_open(const char *run_id, const char *token, char *
     }
     gk->prune_at = 64;
     gk->limit = 64;
-    if ((gk->fd = connect_keep(run_id, token, err, errsz)) < 0) {
+    /* The run was registered just before: a second of margin. */
+    gk->since = (unsigned long long)sbx_now_ns() - 1000000000ull;
+    if ((gk->fd = connect_keep(run_id, token, gk->since, err, errsz)) < 0) {
         free(gk);
         return NULL;
     }
@@ -304,6 +321,11 @@ struct guard_keep *guard_keep_open(const char *run_id, const char *token, char *
 int guard_keep_fd(const struct guard_keep *gk)
 {
     return gk ? gk->fd : -1;
+}
+
+uint64_t guard_keep_acked(const struct guard_keep *gk)
+{
+    return gk ? gk->acked : 0;
 }
 
 size_t guard_keep_count(const struct guard_keep *gk)
@@ -318,7 +340,7 @@ int guard_keep_handover(struct guard_keep *gk, const char *run_id, const char *t
     /* What the dead daemon sent before it died is still in the socket. */
     if (gk->fd >= 0)
         (void)guard_keep_take(gk);
-    if ((gk->fd = connect_keep(run_id, token, err, errsz)) < 0)
+    if ((gk->fd = connect_keep(run_id, token, gk->since, err, errsz)) < 0)
         return -1;
     char first[512] = "";
     size_t j = 0;

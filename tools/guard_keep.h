@@ -24,6 +24,9 @@
  * has started with its own).  Past that, the oldest ring of an exited
  * process goes first, and sbx-guard says so once.
  *
+ * The same connection carries the daemon's acknowledgements of sbx-guard's
+ * supervisor rows (guard_sup.h): "ACK seq=N" after each commit.
+ *
  * Memory: guard_keep_open allocates the keeper; guard_keep_close frees it
  * and closes every descriptor.  Errors: -1 with ERR.
  */
@@ -31,6 +34,7 @@
 #define SBX_GUARD_KEEP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define GUARD_KEEP_MAX 16384
 
@@ -56,6 +60,10 @@ int guard_keep_take(struct guard_keep *gk);
  * ERR when the new daemon could not be reached. */
 int guard_keep_handover(struct guard_keep *gk, const char *run_id, const char *token,
                         int *handed, int *refused, char *err, size_t errsz);
+
+/* The last supervisor row the daemon has stored: "ACK seq=N" on the same
+ * connection after each commit (guard_sup.h); 0 before the first. */
+uint64_t guard_keep_acked(const struct guard_keep *gk);
 
 /* How many rings are kept now. */
 size_t guard_keep_count(const struct guard_keep *gk);

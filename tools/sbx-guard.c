@@ -62,6 +62,7 @@
 #include "guard_notice.h"
 #include "guard_proc.h"
 #include "guard_ring.h"
+#include "guard_sup.h"
 #include "isolate.h"
 #include "paths.h"
 #include "policy.h"
@@ -343,16 +344,49 @@ struct guard {
     const char *name, *run_id, *token;  /* the registration, for a resume */
     struct guard_ring *ring;    /* gvisor: the event relay, or NULL */
     struct guard_keep *keep;    /* copies of the agent's rings, or NULL */
+    struct guard_sup *sup;      /* the supervisor's rows until stored */
 };
+
+/* The daemon's acknowledgements of the supervisor's rows come on the KEEP
+ * connection (guard_sup.h). */
+static void take_keep(struct guard *g)
+{
+    (void)guard_keep_take(g->keep);
+    guard_sup_acked(g->sup, guard_keep_acked(g->keep));
+}
+
+/* GUARD_SUP_MAX rows wait for the daemon (its store fails): the agent's
+ * call waits up to MS for it to store some, as a full ring's writer waits. */
+static void wait_for_acks(struct guard *g, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = ms - ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L);
+        int fd = guard_keep_fd(g->keep);
+        if (!guard_sup_full(g->sup) || left <= 0 || fd < 0)
+            return;
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, (int)left) > 0)
+            take_keep(g);
+    }
+}
 
 static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
 {
     struct guard *g = ctx;
     /* Not waiting for sbx-auditd's answer: the next notification (another
      * process's exec) would wait for that round trip too.  The daemon keeps
-     * the connection's order, so the row still comes before the exit's. */
-    if (g->ctl >= 0 && sbx_ctl_event_async(g->ctl, ev) < 0)
-        warn("could not record a supervisor event");
+     * the connection's order, so the row still comes before the exit's.
+     * The row is kept until a commit acknowledges it (guard_sup.h): a
+     * daemon that dies first gets it again from its successor. */
+    if (guard_sup_full(g->sup))
+        wait_for_acks(g, 2000);
+    if (guard_sup_record(g->sup, g->ctl, ev) < 0)
+        warnx("could not record a supervisor event (%s)",
+              guard_sup_full(g->sup) ? "100,000 wait for sbx-auditd to store them"
+                                     : "sbx-auditd is not reachable");
 }
 
 /* Ends every process of the agent: the whole pid namespace when there is one
@@ -424,8 +458,18 @@ static void handle_ctl(struct guard *g)
             char note[600] = "";
             if (g->keep && guard_keep_handover(g->keep, g->run_id, g->token, &handed, &refused,
                                                why, sizeof why) == 0) {
-                snprintf(note, sizeof note, "%d event ring%s of its processes handed over%s%s%s",
-                         handed, handed == 1 ? "" : "s", refused ? "; REFUSED: " : "",
+                /* Then the supervisor's rows the dead daemon had not
+                 * acknowledged (the last ACKs were taken with the rings). */
+                guard_sup_acked(g->sup, guard_keep_acked(g->keep));
+                long again = guard_sup_resend(g->sup, g->ctl);
+                char sup[96] = "";
+                if (again > 0)
+                    snprintf(sup, sizeof sup, ", %ld supervisor row%s sent again", again,
+                             again == 1 ? "" : "s");
+                else if (again < 0)
+                    strlcpy(sup, ", its supervisor rows kept to send again", sizeof sup);
+                snprintf(note, sizeof note, "%d event ring%s of its processes handed over%s%s%s%s",
+                         handed, handed == 1 ? "" : "s", sup, refused ? "; REFUSED: " : "",
                          refused ? why : "", refused ? " (see sbx-auditd.log)" : "");
             } else {
                 snprintf(note, sizeof note, "its rings were not handed over (%s): what its "
@@ -570,7 +614,7 @@ static int supervise(struct guard *g, int sigfd, uint64_t timeout_ms)
         /* Copies of the agent's rings; a hang-up is the daemon's death,
          * which the control connection handles. */
         if (pf[6].fd >= 0 && (pf[6].revents & (POLLIN | POLLHUP | POLLERR)))
-            (void)guard_keep_take(g->keep);
+            take_keep(g);
         if (pf[0].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sigfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD) {
@@ -758,7 +802,12 @@ static void register_agent(struct run *r, struct guard *g)
     if (!g->keep)
         warnx("warning: the agent's event rings are not kept for a daemon restart (%s): "
               "if sbx-auditd dies, a process killed before it hands its ring to the new "
-              "daemon loses what it wrote meanwhile", why);
+              "daemon loses what it wrote meanwhile, and the supervisor's rows of its "
+              "last batch are lost", why);
+    /* Kept until acknowledged where ACKs come: on the KEEP connection. */
+    g->sup = guard_sup_open(g->keep != NULL);
+    if (!g->sup)
+        errx(EXIT_GUARD_FAILED, "out of memory");
 }
 
 /* 4. The preload's private copy of the policy, and its compiled image. */
@@ -1034,6 +1083,7 @@ int main(int argc, char **argv)
         warn("could not record the agent's exit");
     remove_copies(r.copy, r.image);
     guard_keep_close(g.keep);
+    guard_sup_close(g.sup);
     guard_notice_close(g.notice);
     guard_env_free(r.envp);
     free(r.cmdline);

@@ -289,4 +289,42 @@ test_hostile_rings_handed_over_are_refused_with_a_reason_and_the_real_one_still_
     sbx-audit verify >/dev/null
 }
 
+test_supervisor_rows_of_a_daemon_killed_mid_batch_are_all_stored_after_the_restart() {
+    # Under native the seccomp supervisor in sbx-guard records each exec
+    # (layer supervisor) over control.sock.  The daemon is SIGKILLed three
+    # times while the agent runs 2,000 execs: sbx-guard keeps each row
+    # until a commit of the daemon acknowledges it and sends the rest again
+    # to the daemon it restarts, so every exec has its row, and a row is
+    # stored twice only if it was committed in the instant before the kill
+    # (at most the one batch the dead daemon had not acknowledged).
+    cp /bin/true ./marker
+    guard --isolation native --name supkill --policy "$POLICIES/default.yaml" -- sh -c \
+        'i=0; while [ $i -lt 2000 ]; do ./marker "$i"; i=$((i+1)); done; : > done; exit 5' \
+        2>err.txt &
+    gp=$!
+    q="select count(*) from events where agent = 'supkill' and layer = 'supervisor' and op = 'exec' and target2 like './marker %'"
+    kills=0
+    for at in 300 800 1300; do
+        i=0; until [ "$(count "$q" 2>/dev/null || echo 0)" -ge $at ] || [ -e done ] || [ $i -gt 600 ]; do sleep 0.02; i=$((i+1)); done
+        [ -e done ] && break
+        kill -KILL "$(cat "$SBX_RUNTIME_DIR/sbx-auditd.pid")"
+        kills=$((kills+1))
+        # the new daemon is up before the next round counts
+        i=0; until grep -q "agent 'supkill' is recorded again" err.txt 2>/dev/null && [ "$(grep -c "is recorded again" err.txt)" -ge $kills ] || [ $i -gt 400 ]; do sleep 0.02; i=$((i+1)); done
+    done
+    rc=0; wait $gp || rc=$?
+    assert_eq "$rc" 5 "agent exit ($(cat err.txt))"
+    [ $kills -ge 2 ] || fail "the agent ended before the daemon was killed twice (kills: $kills)"
+    assert_eq "$(grep -c "sbx-auditd died and was restarted; agent 'supkill' is recorded again" err.txt)" $kills "restarts"
+    distinct=$(count "select count(distinct target2) from events where agent = 'supkill' and layer = 'supervisor' and op = 'exec' and target2 like './marker %'")
+    total=$(count "$q")
+    assert_eq "$distinct" 2000 "execs with a supervisor row"
+    # a duplicate is a row the dead daemon committed but had not yet
+    # acknowledged: one batch at most per kill (a batch is ~50 ms: far
+    # fewer than 100 execs here)
+    [ $((total - distinct)) -le $((kills * 100)) ] || fail "$((total - distinct)) rows stored twice after $kills kills"
+    assert_eq "$(count "select count(*) from events where agent = 'supkill' and op = 'exit'")" 1 "exit rows"
+    sbx-audit verify >/dev/null
+}
+
 run_tests
