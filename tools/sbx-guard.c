@@ -383,10 +383,21 @@ static void on_supervisor_event(void *ctx, const struct sbx_event_desc *ev)
      * daemon that dies first gets it again from its successor. */
     if (guard_sup_full(g->sup))
         wait_for_acks(g, 2000);
-    if (guard_sup_record(g->sup, g->ctl, ev) < 0)
-        warnx("could not record a supervisor event (%s)",
-              guard_sup_full(g->sup) ? "100,000 wait for sbx-auditd to store them"
-                                     : "sbx-auditd is not reachable");
+    if (guard_sup_record(g->sup, g->ctl, ev) == 0)
+        return;
+    /* Said at most once a second, with the count: a daemon that cannot be
+     * restarted would otherwise cost a line per exec. */
+    static struct timespec said;
+    static unsigned long lost;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    lost++;
+    if (said.tv_sec != 0 && now.tv_sec - said.tv_sec < 1)
+        return;
+    said = now;
+    warnx("could not record a supervisor event (%s; %lu so far)",
+          guard_sup_full(g->sup) ? "100,000 wait for sbx-auditd to store them"
+                                 : "sbx-auditd is not reachable", lost);
 }
 
 /* Ends every process of the agent: the whole pid namespace when there is one

@@ -24,6 +24,8 @@
 #include "ctl.h"
 #include "emit.h"
 #include "event.h"
+#include "guard_keep.h"
+#include "guard_sup.h"
 #include "paths.h"
 
 /* A lying clock for a hostile ring writer: while fake_realtime_ns is set,
@@ -496,6 +498,91 @@ static void test_a_ring_with_a_wrong_token_is_refused(void **state)
     sbx_ctl_close(g);
 }
 
+/* The supervisor's rows (tools/guard_sup.h): the daemon acknowledges them
+ * on the guard's KEEP connection once they are committed, and a row's own
+ * time is kept only between the run's start and now. */
+static void test_supervisor_rows_are_kept_until_a_commit_acknowledges_them(void **state)
+{
+    (void)state;
+    int g = open_ctl();
+    char id[64], tok[80], err[256];
+    struct sbx_agent_reg reg = { .name = "acked", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    struct guard_keep *gk = guard_keep_open(id, tok, err, sizeof err);
+    if (!gk)
+        fail_msg("guard_keep_open: %s", err);
+    struct guard_sup *gs = guard_sup_open(true);
+    assert_non_null(gs);
+    int64_t t0 = real_now_ns();
+    struct sbx_event_desc ev = { .op = SBX_OP_EXEC, .decision = SBX_ALLOW,
+                                 .layer = SBX_LAYER_SUPERVISOR, .target = "/bin/acked-1" };
+    assert_int_equal(guard_sup_record(gs, g, &ev), 0);
+    ev.target = "/bin/acked-2";
+    assert_int_equal(guard_sup_record(gs, g, &ev), 0);
+    assert_int_equal(guard_sup_pending(gs), 2);
+    /* nothing is acknowledged before the commit */
+    assert_int_equal(guard_keep_take(gk), 0);
+    assert_int_equal(guard_keep_acked(gk), 0);
+    int64_t last = -1;
+    assert_int_equal(sbx_ctl_sync(g, &last, err, sizeof err), 0);
+    struct pollfd p = { .fd = guard_keep_fd(gk), .events = POLLIN };
+    for (int i = 0; i < 20 && guard_keep_acked(gk) < 2; i++)
+        if (poll(&p, 1, 100) > 0)
+            assert_int_equal(guard_keep_take(gk), 0);
+    assert_int_equal(guard_keep_acked(gk), 2);
+    guard_sup_acked(gs, guard_keep_acked(gk));
+    assert_int_equal(guard_sup_pending(gs), 0);
+
+    /* Rows sent again after a restart carry their own time: kept when it
+     * lies between the run's start and now, else the daemon's clock. */
+    int64_t own = t0 - 1000;
+    const char *target[2] = { "/bin/acked-3", "/bin/acked-4" };
+    long long ts[2] = { own, 1 };
+    struct sbx_msgbuf *b = malloc(sizeof *b);
+    assert_non_null(b);
+    for (int i = 0; i < 2; i++) {
+        ev.target = target[i];
+        sbx_ctl_event_format(b, &ev, 0);
+        sbx_msg_add(b, "noreply", "1");
+        sbx_msg_addf(b, "seq", "%d", 3 + i);
+        sbx_msg_addf(b, "ts", "%lld", ts[i]);
+        assert_int_equal(sbx_msg_send(g, b), 0);
+    }
+    free(b);
+    assert_int_equal(sbx_ctl_sync(g, &last, err, sizeof err), 0);
+    for (int i = 0; i < 20 && guard_keep_acked(gk) < 4; i++)
+        if (poll(&p, 1, 100) > 0)
+            assert_int_equal(guard_keep_take(gk), 0);
+    assert_int_equal(guard_keep_acked(gk), 4);
+    assert_int_equal(sbx_ctl_exit(g, 0, "exited 0"), 0);
+    sbx_ctl_close(g);
+    guard_sup_close(gs);
+    guard_keep_close(gk);
+
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(getenv("SBX_AUDIT_DB"), &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT target, ts, layer FROM events WHERE "
+                                        "target LIKE '/bin/acked-%' ORDER BY target", -1, &q,
+                                        NULL), SQLITE_OK);
+    for (int i = 1; i <= 4; i++) {
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        char want[32];
+        snprintf(want, sizeof want, "/bin/acked-%d", i);
+        assert_string_equal((const char *)sqlite3_column_text(q, 0), want);
+        assert_string_equal((const char *)sqlite3_column_text(q, 2), "supervisor");
+        int64_t at = sqlite3_column_int64(q, 1);
+        if (i == 3)
+            assert_int_equal(at, own);
+        else
+            assert_true(at >= t0);
+    }
+    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+}
+
 static int stop_daemon(void **state)
 {
     (void)state;
@@ -534,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_a_soft_kill_sets_the_killed_word_of_the_agents_rings),
         cmocka_unit_test(test_a_ring_with_a_wrong_token_is_refused),
         cmocka_unit_test(test_a_ring_writer_cannot_choose_its_records_time_nor_flood_the_log),
+        cmocka_unit_test(test_supervisor_rows_are_kept_until_a_commit_acknowledges_them),
     };
     return cmocka_run_group_tests(tests, NULL, stop_daemon);
 }
