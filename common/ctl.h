@@ -68,13 +68,14 @@ int sbx_ctl_event(int fd, const struct sbx_event_desc *ev);
  * would otherwise wait for a round trip to sbx-auditd per exec. */
 int sbx_ctl_event_async(int fd, const struct sbx_event_desc *ev);
 
+/* Added: the same, for an event done by agent process PID (e.g. what the
+ * supervisor saw). */
+int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid);
+
 /* The EVENT message of EV (and PID when > 0) into B, without sending it:
  * for a sender that adds keys of its own and keeps the message to send it
  * again (sbx-guard's supervisor rows, tools/guard_sup.h). */
 void sbx_ctl_event_format(struct sbx_msgbuf *b, const struct sbx_event_desc *ev, pid_t pid);
-/* Added: the same, for an event done by agent process PID (e.g. what the
- * supervisor saw). */
-int sbx_ctl_event_pid(int fd, const struct sbx_event_desc *ev, pid_t pid);
 
 /* After the agent ended: writes the `exit` row (STATUS as sbx-guard will
  * exit with, DETAIL e.g. "exited 0", "killed by signal 9") durably and ends
