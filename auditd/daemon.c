@@ -34,7 +34,9 @@
 #define DRAIN_BUDGET    4096        /* records per ring per loop turn */
 #define HEAD_EVERY_MS   200         /* the head file follows routine commits */
 #define LINGER_MS       50          /* after the last event: poll, not sleep, */
-#define POLL_MS         1           /* ... every POLL_MS */
+#define POLL_MS         1           /* ... every POLL_MS, */
+#define POLL_MAX_MS     8           /* ... growing to this while turns find */
+#define POLL_FEW        64          /* ... fewer records than this */
 #define PRUNE_EVERY_MS  1000        /* retention looks this often; a step */
                                     /* that leaves more due comes back at once */
 #define PRUNE_EVERY_ROWS 20000      /* ... and, with a size cap, this often, */
@@ -173,6 +175,16 @@ static void turn(struct daemon *d)
         daemon_log("audit store: %s", audit_store_errmsg(d->store));
     if (got)
         d->last_busy_ms = now;
+    /* A trickle (a package manager: an event or two a millisecond) would
+     * have us wake every POLL_MS for a record or two, and those turns, not
+     * the rows, were most of our CPU time for such an agent.  So the poll
+     * doubles while turns find few records, and drops back at once when one
+     * finds many.  A producer that fills its ring meanwhile wakes us
+     * itself (emit.c: wait_space), so a longer poll never stalls it. */
+    if (got >= POLL_FEW || d->poll_ms == 0)
+        d->poll_ms = POLL_MS;
+    else if (d->poll_ms < POLL_MAX_MS)
+        d->poll_ms *= 2;
     rings_reap(d);
     ctl_tick(d);
     registry_reap(d);
@@ -184,11 +196,11 @@ static void turn(struct daemon *d)
         /* The store failed: the rings hold the events; try again later. */
         timeout = (int)(d->store_retry_ms - now);
     } else if (got == 0 && lingering) {
-        /* Caught up, but lingering: look again in POLL_MS rather than ask
+        /* Caught up, but lingering: look again in poll_ms rather than ask
          * the producers to wake us: a wake-up is a write(2) on the
          * producer's hot path, and an agent opening files in a loop would
          * pay it on nearly every event. */
-        timeout = POLL_MS;
+        timeout = (int)d->poll_ms;
     } else if (got == 0 && audit_store_pending(d->store) == 0) {
         /* Idle: ask producers to wake us, unless one slipped in. */
         timeout = rings_prepare_sleep(d) ? 0 : now - d->last_busy_ms < 1000 ? 1000 : 10000;

@@ -186,6 +186,7 @@ struct daemon {
     uint64_t held_log_ms;       /* retention: last "kept for the exporter" line */
     uint64_t last_head_log_ms;
     uint64_t last_busy_ms;      /* last turn that drained something */
+    unsigned poll_ms;           /* lingering: the next look (daemon.c) */
     uint64_t head_ms;           /* when the store's head file was last brought up */
     int64_t logged_head;
     struct held *held, **held_tail;

@@ -72,6 +72,9 @@
 /* PCRE2's serialized form starts with a 16-byte header and the 1088 bytes
  * of character tables. */
 #define PCRE2_SERIAL_MIN (16u + 1088u)
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 
 struct img_hdr {
     char magic[8];
@@ -446,6 +449,13 @@ static char *map_at_base(int fd, const struct img_hdr *h)
         munmap(m, h->payload);
         return NULL;
     }
+    /* The check below reads every page: have them mapped in one call
+     * rather than fault by fault (each fault costs a few microseconds on
+     * a virtual machine, and every guarded process loads the image).
+     * Best effort: before Linux 5.14 the pages fault in as before. */
+    int saved = errno;
+    (void)madvise(m, h->payload, MADV_POPULATE_READ);
+    errno = saved;
     return m;
 }
 

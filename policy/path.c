@@ -267,6 +267,12 @@ struct cache_slot {
 
 static struct cache_slot cache[CACHE_SLOTS];
 static atomic_bool cache_on;
+/* Set before the first slot is written: until then a recall or a flush
+ * touches no slot.  The table is 17 pages of zeroes that every process
+ * of an agent has and most never fill (a shell, `true`); writing a slot's
+ * lock would make the kernel give the process each page (a fault apiece,
+ * the biggest part of policy_path_cache_enable in a short process). */
+static atomic_bool cache_used;
 static atomic_ulong cache_hits, cache_misses;
 
 void policy_path_cache_enable(bool on)
@@ -289,6 +295,8 @@ static void slot_give(struct cache_slot *c)
 
 void policy_path_cache_flush(void)
 {
+    if (!atomic_load(&cache_used))
+        return;
     for (size_t i = 0; i < CACHE_SLOTS; i++)
         if (slot_take(&cache[i])) {
             cache[i].len = 0;
@@ -315,7 +323,11 @@ static uint64_t fnv_step(uint64_t h, const char *s, size_t n)
 static void cache_put(const char *path, size_t n, uint64_t h, dev_t dev, ino_t ino)
 {
     struct cache_slot *c = &cache[h & (CACHE_SLOTS - 1)];
-    if (n >= CACHE_PATH_MAX || !slot_take(c))
+    if (n >= CACHE_PATH_MAX)
+        return;
+    if (!atomic_load_explicit(&cache_used, memory_order_relaxed))
+        atomic_store(&cache_used, true);
+    if (!slot_take(c))
         return;
     memcpy(c->path, path, n);
     c->len = (unsigned)n;
@@ -347,6 +359,10 @@ static const char *cache_recall(const char *rest, char *out, size_t *ol, size_t 
 
     if (rest[0] != '/')
         return rest;
+    if (!atomic_load_explicit(&cache_used, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&cache_misses, 1, memory_order_relaxed);
+        return rest;
+    }
     /* Only single slashes: the key is the folded spelling. */
     while (k < CACHE_DEPTH_MAX && p[0] == '/' && p[1] != '/' && p[1] != '\0') {
         const char *c = p + 1, *e = c;

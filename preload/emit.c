@@ -86,11 +86,13 @@ struct emit_proc {
 /* Configuration: plain memory, inherited by children (they report for the
  * same agent). */
 static struct {
+    /* The small fields and the socket's path first: sbx_emit_init writes
+     * them in every process, and in one page they cost one fault. */
     bool inited;
-    char sock_path[4096];
+    bool async;             /* sbx_emit_set_async */
     char agent_id[64];
     char token[72];
-    bool async;             /* sbx_emit_set_async */
+    char sock_path[4096];
     char ring_file[4096];   /* sbx_emit_use_file: the run's shared ring */
 } cfg;
 

@@ -69,9 +69,10 @@ bool guard_notify;
 /* sbx's runtime directory and store as sbx-guard named them (else where
  * they are by default), and the options the policy is loaded with
  * (policy_agent_options: the same as sbx-guard's, which compiled the
- * image).  Built at capture, while the environment is sbx-guard's. */
-static char sbx_runtime[GUARD_PATH_MAX];
-static char sbx_audit_db[GUARD_PATH_MAX];
+ * image).  The directories are found at capture, while the environment
+ * is sbx-guard's; the options are made of them and of captured values,
+ * when the policy has to be loaded from its copy (build_options). */
+static const char *sbx_runtime = "", *sbx_audit_db = "";
 static struct policy_agent_options agent_opt;
 
 bool guard_inside(void)
@@ -129,19 +130,31 @@ static void find_self(void)
         guard_ld_preload_entry = dup_entry("LD_PRELOAD", p);
 }
 
-/* What variable WHICH said, else FALLBACK's answer, else "". */
-static void env_or(int which, int (*fallback)(char *, size_t), char *out, size_t outsz)
+/* What variable WHICH said (the captured copy itself), else FALLBACK's
+ * answer in BUF, else "".  The buffers are only written when sbx-guard
+ * did not name the directory: every page a process writes costs it a
+ * fault, and a virtual machine makes faults dear (tens of microseconds). */
+static const char *env_or(int which, int (*fallback)(char *, size_t), char *buf, size_t bufsz)
 {
     if (guard_envs[which].value)
-        strlcpy(out, guard_envs[which].value, outsz);
-    else if (fallback(out, outsz) < 0)
-        out[0] = '\0';
+        return guard_envs[which].value;
+    if (fallback(buf, bufsz) < 0)
+        return "";
+    return buf;
 }
 
+static void find_dirs(void)
+{
+    static char runtime_buf[GUARD_PATH_MAX], audit_db_buf[GUARD_PATH_MAX];
+    sbx_runtime = env_or(GENV_RUNTIME, sbx_path_runtime_dir, runtime_buf, sizeof runtime_buf);
+    sbx_audit_db = env_or(GENV_AUDIT_DB, sbx_path_audit_db, audit_db_buf, sizeof audit_db_buf);
+}
+
+/* At load, not at capture: the options are only for loading the policy
+ * (and clearing them writes a page and more, in every process, also in
+ * the many that never load it).  What they are made of was captured. */
 static void build_options(void)
 {
-    env_or(GENV_RUNTIME, sbx_path_runtime_dir, sbx_runtime, sizeof sbx_runtime);
-    env_or(GENV_AUDIT_DB, sbx_path_audit_db, sbx_audit_db, sizeof sbx_audit_db);
     struct policy_agent a = {
         .workspace = guard_envs[GENV_WORKSPACE].value,
         .display_path = guard_envs[GENV_ORIGIN].value,
@@ -166,8 +179,10 @@ static void load_policy(void)
     const char *copy = guard_envs[GENV_POLICY].value;
     if (guard_envs[GENV_IMAGE].value)
         p = policy_image_load(guard_envs[GENV_IMAGE].value, NULL, 0);
-    if (!p)
+    if (!p) {
+        build_options();
         p = policy_load(copy, &agent_opt.opt, &diag);
+    }
     if (!p) {
         char msg[POLICY_DIAG_LEN + 160];
         struct sbuf s;
@@ -265,7 +280,7 @@ static int capture(void)
         return ST_PASS;
     capture_env();
     find_self();
-    build_options();
+    find_dirs();
     guard_notify = guard_envs[GENV_NOTIFY].value &&
                    strcmp(guard_envs[GENV_NOTIFY].value, "1") == 0;
     find_dns_stub();

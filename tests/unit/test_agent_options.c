@@ -56,6 +56,8 @@ static void test_the_preload_builds_from_its_environment_what_sbx_guard_built(vo
     guard_envs[GENV_HOME].value = home;
     guard_envs[GENV_RUNTIME].value = rt;
     guard_envs[GENV_AUDIT_DB].value = db;
+    /* as the preload does: the directories at capture, the options at load */
+    find_dirs();
     build_options();
 
     struct policy_agent guard_side = {
