@@ -172,19 +172,34 @@ static bool utf8_ok(const char *s)
     return true;
 }
 
-/* Single files the guard needs from a directory the plan hides: bound back
- * read-only (the ring writable) after the hide's tmpfs. */
-static void keeps_under(struct jbuf *b, bool *first, const struct iso_request *req,
-                        const struct iso_mounts *mp, const char *dir)
+static bool under_a_hide(const struct iso_mounts *mp, const char *path)
+{
+    for (size_t i = 0; i < mp->n_hide; i++)
+        if (policy_path_under(path, mp->hide[i]))
+            return true;
+    return false;
+}
+
+/* Single files the guard needs from the directories the plan hides: bound
+ * back read-only (the ring writable), each once, after every hide.  Once
+ * is enough: runsc mounts in the order of the destination's length (a
+ * stable sort), so a file comes after every directory above it, and a
+ * second bind of the same file was ~3 ms of start-up for nothing (each
+ * bind is a gofer connection of its own). */
+static void keeps(struct jbuf *b, bool *first, const struct iso_request *req,
+                  const struct iso_mounts *mp)
 {
     for (size_t i = 0; i < mp->n_keep; i++) {
         struct stat st;
-        if (!policy_path_under(mp->keep[i], dir) || stat(mp->keep[i], &st) < 0
+        bool dup = false;
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = strcmp(mp->keep[k], mp->keep[i]) == 0;
+        if (dup || !under_a_hide(mp, mp->keep[i]) || stat(mp->keep[i], &st) < 0
             || !S_ISREG(st.st_mode))
             continue;       /* events.sock among them: not reachable here */
         jmount(b, first, mp->keep[i], "bind", mp->keep[i], "bind,ro");
     }
-    if (req->ring_file && policy_path_under(req->ring_file, dir))
+    if (req->ring_file && under_a_hide(mp, req->ring_file))
         jmount(b, first, req->ring_file, "bind", req->ring_file, "bind,rw");
 }
 
@@ -320,14 +335,10 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
                    strstr(mp->m[i].why, "noexec") ? "rbind,rw,noexec" : "rbind,rw");
     /* sbx's own directories: an empty tmpfs, with back the single files
      * the guard reads (and the ring it writes). */
-    for (size_t i = 0; i < mp->n_hide; i++) {
-        if (mp->private_tmp && policy_path_under(mp->hide[i], "/tmp")) {
-            keeps_under(&b, &first, req, mp, mp->hide[i]);
-            continue;
-        }
-        jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755,ro");
-        keeps_under(&b, &first, req, mp, mp->hide[i]);
-    }
+    for (size_t i = 0; i < mp->n_hide; i++)
+        if (!mp->private_tmp || !policy_path_under(mp->hide[i], "/tmp"))
+            jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755,ro");
+    keeps(&b, &first, req, mp);
     /* The caller's FIFOs (sbx-serve's channels), under the private /tmp. */
     for (size_t i = 0; i < req->n_binds; i++)
         jmount(&b, &first, req->binds[i].dst, "bind", req->binds[i].src, "bind,rw");

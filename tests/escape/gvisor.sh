@@ -284,6 +284,36 @@ assert not any(e.startswith("SBX_AGENT_TOKEN=") and e != "SBX_AGENT_TOKEN=relaye
 PY
 }
 
+test_gvisor_bundle_of_a_run_mounts_each_file_once() {
+    need_runsc
+    # The store's directory and the runtime directory both under /tmp, one
+    # in the other: two hidden directories above the guard's files.  Each
+    # of those files is bound back once (a bind is a gofer connection: a
+    # few ms of start-up each).  runsc is a wrapper that keeps config.json.
+    d=$(mktemp -d /tmp/sbxd.XXXXXX)
+    cat >"$T/runsc" <<SH
+#!/bin/sh
+for a; do case \$a in --bundle=*) cp "\${a#--bundle=}/config.json" "$T/config.json";; esac; done
+exec $(command -v runsc) "\$@"
+SH
+    chmod +x "$T/runsc"
+    rc=0
+    (
+        export SBX_RUNTIME_DIR="$d/run" SBX_AUDIT_DB="$d/audit.db"
+        SBX_RUNSC="$T/runsc" guard --isolation gvisor -- /bin/true 2>/dev/null || exit $?
+        stop_daemon
+    ) || rc=$?
+    assert_eq "$rc" 0 "sbx-guard"
+    python3 - "$T/config.json" "$d/run" <<'PY' || { rm -rf "$d"; fail "a destination mounted twice"; }
+import json, sys
+d = [x["destination"] for x in json.load(open(sys.argv[1]))["mounts"]]
+kept = [x for x in d if x.startswith(sys.argv[2] + "/agents/")]
+assert len(kept) >= 3, d                        # the policy, its image, the ring
+assert len(d) == len(set(d)), sorted(x for x in d if d.count(x) > 1)
+PY
+    rm -rf "$d"
+}
+
 test_gvisor_refuses_the_calls_of_sbx_seccomp_list_that_gvisor_implements() {
     need_runsc
     # gVisor serves io_uring and user namespaces itself; sbx's list, which
