@@ -44,9 +44,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bsd/stdlib.h>
 #include <bsd/string.h>
 
 #include "path.h"
+
+/* runsc run's log, in the bundle (see iso_gvisor_argv). */
+#define GVISOR_RUN_LOG "run.log"
 
 const char *iso_runsc_path(void)
 {
@@ -387,7 +391,7 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool h
                        char *err, size_t errsz)
 {
     const char *runsc = iso_runsc_path();
-    char root[4200], bflag[4200];
+    char root[4200], bflag[4200], log[4200];
     if (runsc == NULL) {
         iso_errf(err, errsz, "gvisor: runsc is not installed (apt-get install runsc, "
                  "or scripts/deps.sh)");
@@ -395,10 +399,15 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool h
     }
     snprintf(root, sizeof root, "--root=%s/state", bundle);
     snprintf(bflag, sizeof bflag, "--bundle=%s", bundle);
+    snprintf(log, sizeof log, "--debug-log=%s/" GVISOR_RUN_LOG, bundle);
+    /* --debug-log with --debug-command=run (and no --debug): runsc run's
+     * own info lines, ~40, into the bundle, among them the agent's wait
+     * status (iso_child_cleanup); the Sentry and the gofer log nothing
+     * more than without it. */
     const char *v[] = { runsc, "--rootless", "--ignore-cgroups", root,
                         net_none ? "--network=none" : "--network=host",
                         "--host-uds=none", host_fifo ? "--host-fifo=open" : "", "--oci-seccomp",
-                        "run", bflag, id, NULL };
+                        log, "--debug-command=run", "run", bflag, id, NULL };
     size_t n = sizeof v / sizeof v[0], k = 0;
     char **out = calloc(n, sizeof *out);
     if (out == NULL)
@@ -422,10 +431,41 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
+/* The agent's wait status as `runsc run` logged it on its way out
+ * ("... main.go:NNN] Exiting with status: 15", the Go unix.WaitStatus as a
+ * number): runsc itself exits 128+N when the agent died of signal N, the
+ * shell's way, which an agent's own `exit 143` also gives. */
+static void read_run_status(struct iso_child *child)
+{
+    static const char key[] = "] Exiting with status: ";
+    char path[sizeof child->bundle + 32], line[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/" GVISOR_RUN_LOG, child->bundle);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        const char *k = strstr(line, key);
+        const char *e = NULL;
+        long long v;
+        if (k == NULL)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        v = strtonum(k + sizeof key - 1, 0, 0xffff, &e);
+        if (e == NULL) {
+            child->run_status = (int)v;
+            child->run_status_known = true;
+        }
+    }
+    fclose(f);
+}
+
 void iso_child_cleanup(struct iso_child *child)
 {
     if (child->bundle[0] == '\0')
         return;
+    read_run_status(child);
     /* runsc's state of a sandbox that is gone, the bundle: ours alone. */
     (void)nftw(child->bundle, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     child->bundle[0] = '\0';

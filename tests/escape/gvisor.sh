@@ -118,6 +118,26 @@ test_gvisor_soft_kill_reaches_the_guard_inside() {
     assert_contains "$(cat "$T/gs.err")" "cannot create out.txt: Operation not permitted"
 }
 
+test_gvisor_an_agent_killed_by_its_own_signal_exits_and_is_recorded_as_natively() {
+    need_runsc
+    # runsc exits 128+N when the agent dies of signal N, as a shell does;
+    # sbx-guard reads the signal from runsc's log, so the exit status and
+    # the exit row are those of --isolation native.
+    rn=0
+    guard --isolation native --name sn -- /bin/sh -c 'kill -TERM $$' 2>/dev/null || rn=$?
+    rg=0
+    guard --isolation gvisor --name sg -- /bin/sh -c 'kill -TERM $$' 2>/dev/null || rg=$?
+    assert_eq "$rn" 143 "native exit status"
+    assert_eq "$rg" "$rn" "gvisor exit status"
+    expect_row agent=sn op=exit "target=killed by signal 15 (Terminated)"
+    expect_row agent=sg op=exit "target=killed by signal 15 (Terminated)"
+    # An agent's own exit 143 stays an exit, not a signal.
+    re=0
+    guard --isolation gvisor --name se -- /bin/sh -c 'exit 143' 2>/dev/null || re=$?
+    assert_eq "$re" 143 "gvisor exit 143"
+    expect_row agent=se op=exit "target=exited 143"
+}
+
 test_gvisor_output_to_a_regular_file_keeps_sbx_guards_own_lines() {
     need_runsc
     guard --isolation gvisor --name go -- /bin/sh -c 'echo from-agent' >"$T/both" 2>&1
@@ -271,6 +291,10 @@ start = text.index("config.json (the OCI bundle):\n") + len("config.json (the OC
 end = text.index("\nnot available under gVisor")
 c = json.loads(text[start:end])
 m = {x["destination"]: x for x in c["mounts"]}
+# Each file or directory mounted once (a bind is a gofer connection, a
+# few ms of start-up each).
+d = [x["destination"] for x in c["mounts"]]
+assert len(d) == len(set(d)), sorted(x for x in d if d.count(x) > 1)
 env = m[sys.argv[2]]
 assert env["type"] == "bind" and env["source"].endswith("/empty") and "ro" in env["options"], env
 rt = sys.argv[3]
