@@ -369,7 +369,7 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
     /* sbx's seccomp list, enforced by the Sentry on the agent (runsc
      * --oci-seccomp): calls gVisor itself implements (io_uring, unshare of
      * a user namespace, keyrings, ...) are refused as natively. */
-    char *sc = iso_seccomp_oci();
+    char *sc = iso_seccomp_oci(true);
     if (sc == NULL) {
         free(b.s);
         iso_errf(err, errsz, "gvisor: out of memory");

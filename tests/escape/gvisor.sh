@@ -338,6 +338,20 @@ PY
     rm -rf "$d"
 }
 
+test_gvisor_posix_spawn_and_make_run_inside() {
+    need_runsc
+    # glibc's posix_spawn tries clone3 and falls back to clone only on
+    # ENOSYS; runsc 20221219 answers every rule of the bundle's list with
+    # EPERM, so clone3 is left to gVisor's own ENOSYS.  GNU make spawns its
+    # recipes with posix_spawn.
+    out=$(guard --isolation gvisor -- /usr/bin/python3 -c \
+        'import os; p = os.posix_spawn("/bin/true", ["true"], {}); print(os.waitpid(p, 0)[1])')
+    assert_eq "$out" "0"
+    printf 'all:\n\techo made\n' >Makefile
+    out=$(guard --isolation gvisor -- make -s)
+    assert_eq "$out" "made"
+}
+
 test_gvisor_refuses_the_calls_of_sbx_seccomp_list_that_gvisor_implements() {
     need_runsc
     # gVisor serves io_uring and user namespaces itself; sbx's list, which
