@@ -275,6 +275,9 @@ def main():
         ("python3 imports", session(py), ws, None),
         ("git status (3000 files)", session(gs), repo, None),
         ("make -j2 (50 C files)", session(mk, mkclean), cproj, None),
+        # A fresh sbx-guard: what an agent pays once.  Under gvisor, the
+        # bare `runsc do true` of the same round is printed below it.
+        ("start-up: true", ["true"], ws, None),
         # Seconds each: one timed run per session.  PRE makes the state
         # fresh (no node_modules, a new venv, no target/) bare, before
         # sbx-guard starts: copying a venv under the guard is 2,000 rows
@@ -313,6 +316,8 @@ def main():
         samples = {"bare": []}
         cpu = {"bare": []}
         dcpu = {}
+        # gVisor's own floor: runsc with no bundle of ours, no guard.
+        floor = [] if name.startswith("start-up") and "gvisor" in modes else None
         for m in modes:
             samples[m] = []
             cpu[m] = []
@@ -335,6 +340,9 @@ def main():
                                                  "--workspace", ws, "--no-notify", "--"] + cmd
                     d0 = daemon_cpu(env) if m != "bare" else None
                     samples[m].append(timed(c, cwd, menv))
+                    if m == "gvisor" and floor is not None:
+                        floor.append(timed(["runsc", "--rootless", "--network=none", "do",
+                                            "true"], cwd, env) - samples["bare"][-1])
                     if timed.cpu is not None:
                         # The agent's CPU and what sbx-auditd spent storing
                         # its rows (measured once it is idle again).
@@ -381,6 +389,10 @@ def main():
             cols.append(f"{r:5.2f}x (open/native)")
         shown = f"{bare * 1e9:6.0f}ns/op" if name.startswith("open") else f"{bare * 1000:8.1f}ms"
         print(f"{name:32} {shown:>10} " + " ".join(f"{c:>18}" for c in cols))
+        if floor:
+            print(f"{'  bare runsc do true':32} {'':>10} " +
+                  " ".join(f"{'':>18}" for _ in range(modes.index("gvisor"))) +
+                  f" +{statistics.median(floor) * 1000:6.1f} ms (runsc)")
         # The same for CPU time (the agent's processes, and sbx-auditd's
         # for its rows): what the guard costs in work, which a loaded
         # machine stretches less than the wall time.

@@ -259,7 +259,7 @@ int iso_spawn_container(const struct iso_request *req, struct iso_child *child,
      * file of the runtime directory, removed by iso_child_cleanup. */
     if ((size_t)snprintf(child->bundle, sizeof child->bundle, "%s/seccomp.XXXXXX.json",
                          req->runtime_dir ? req->runtime_dir : "/tmp") >= sizeof child->bundle
-        || (sfd = mkstemps(child->bundle, 5)) < 0 || (profile = iso_seccomp_oci()) == NULL
+        || (sfd = mkstemps(child->bundle, 5)) < 0 || (profile = iso_seccomp_oci(false)) == NULL
         || write(sfd, profile, strlen(profile)) != (ssize_t)strlen(profile)) {
         iso_errf(err, errsz, "%s: seccomp profile %s: %s", mname, child->bundle,
                  strerror(errno ? errno : ENOMEM));

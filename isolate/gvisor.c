@@ -44,9 +44,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bsd/stdlib.h>
 #include <bsd/string.h>
 
 #include "path.h"
+
+/* runsc run's log, in the bundle (see iso_gvisor_argv). */
+#define GVISOR_RUN_LOG "run.log"
 
 const char *iso_runsc_path(void)
 {
@@ -172,19 +176,34 @@ static bool utf8_ok(const char *s)
     return true;
 }
 
-/* Single files the guard needs from a directory the plan hides: bound back
- * read-only (the ring writable) after the hide's tmpfs. */
-static void keeps_under(struct jbuf *b, bool *first, const struct iso_request *req,
-                        const struct iso_mounts *mp, const char *dir)
+static bool under_a_hide(const struct iso_mounts *mp, const char *path)
+{
+    for (size_t i = 0; i < mp->n_hide; i++)
+        if (policy_path_under(path, mp->hide[i]))
+            return true;
+    return false;
+}
+
+/* Single files the guard needs from the directories the plan hides: bound
+ * back read-only (the ring writable), each once, after every hide.  Once
+ * is enough: runsc mounts in the order of the destination's length (a
+ * stable sort), so a file comes after every directory above it, and a
+ * second bind of the same file was ~3 ms of start-up for nothing (each
+ * bind is a gofer connection of its own). */
+static void keeps(struct jbuf *b, bool *first, const struct iso_request *req,
+                  const struct iso_mounts *mp)
 {
     for (size_t i = 0; i < mp->n_keep; i++) {
         struct stat st;
-        if (!policy_path_under(mp->keep[i], dir) || stat(mp->keep[i], &st) < 0
+        bool dup = false;
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = strcmp(mp->keep[k], mp->keep[i]) == 0;
+        if (dup || !under_a_hide(mp, mp->keep[i]) || stat(mp->keep[i], &st) < 0
             || !S_ISREG(st.st_mode))
             continue;       /* events.sock among them: not reachable here */
         jmount(b, first, mp->keep[i], "bind", mp->keep[i], "bind,ro");
     }
-    if (req->ring_file && policy_path_under(req->ring_file, dir))
+    if (req->ring_file && under_a_hide(mp, req->ring_file))
         jmount(b, first, req->ring_file, "bind", req->ring_file, "bind,rw");
 }
 
@@ -320,14 +339,10 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
                    strstr(mp->m[i].why, "noexec") ? "rbind,rw,noexec" : "rbind,rw");
     /* sbx's own directories: an empty tmpfs, with back the single files
      * the guard reads (and the ring it writes). */
-    for (size_t i = 0; i < mp->n_hide; i++) {
-        if (mp->private_tmp && policy_path_under(mp->hide[i], "/tmp")) {
-            keeps_under(&b, &first, req, mp, mp->hide[i]);
-            continue;
-        }
-        jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755,ro");
-        keeps_under(&b, &first, req, mp, mp->hide[i]);
-    }
+    for (size_t i = 0; i < mp->n_hide; i++)
+        if (!mp->private_tmp || !policy_path_under(mp->hide[i], "/tmp"))
+            jmount(&b, &first, mp->hide[i], "tmpfs", "tmpfs", "mode=755,ro");
+    keeps(&b, &first, req, mp);
     /* The caller's FIFOs (sbx-serve's channels), under the private /tmp. */
     for (size_t i = 0; i < req->n_binds; i++)
         jmount(&b, &first, req->binds[i].dst, "bind", req->binds[i].src, "bind,rw");
@@ -354,7 +369,7 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
     /* sbx's seccomp list, enforced by the Sentry on the agent (runsc
      * --oci-seccomp): calls gVisor itself implements (io_uring, unshare of
      * a user namespace, keyrings, ...) are refused as natively. */
-    char *sc = iso_seccomp_oci();
+    char *sc = iso_seccomp_oci(true);
     if (sc == NULL) {
         free(b.s);
         iso_errf(err, errsz, "gvisor: out of memory");
@@ -376,7 +391,7 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool h
                        char *err, size_t errsz)
 {
     const char *runsc = iso_runsc_path();
-    char root[4200], bflag[4200];
+    char root[4200], bflag[4200], log[4200];
     if (runsc == NULL) {
         iso_errf(err, errsz, "gvisor: runsc is not installed (apt-get install runsc, "
                  "or scripts/deps.sh)");
@@ -384,10 +399,15 @@ char **iso_gvisor_argv(const char *bundle, const char *id, bool net_none, bool h
     }
     snprintf(root, sizeof root, "--root=%s/state", bundle);
     snprintf(bflag, sizeof bflag, "--bundle=%s", bundle);
+    snprintf(log, sizeof log, "--debug-log=%s/" GVISOR_RUN_LOG, bundle);
+    /* --debug-log with --debug-command=run (and no --debug): runsc run's
+     * own info lines, ~40, into the bundle, among them the agent's wait
+     * status (iso_child_cleanup); the Sentry and the gofer log nothing
+     * more than without it. */
     const char *v[] = { runsc, "--rootless", "--ignore-cgroups", root,
                         net_none ? "--network=none" : "--network=host",
                         "--host-uds=none", host_fifo ? "--host-fifo=open" : "", "--oci-seccomp",
-                        "run", bflag, id, NULL };
+                        log, "--debug-command=run", "run", bflag, id, NULL };
     size_t n = sizeof v / sizeof v[0], k = 0;
     char **out = calloc(n, sizeof *out);
     if (out == NULL)
@@ -411,10 +431,41 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
+/* The agent's wait status as `runsc run` logged it on its way out
+ * ("... main.go:NNN] Exiting with status: 15", the Go unix.WaitStatus as a
+ * number): runsc itself exits 128+N when the agent died of signal N, the
+ * shell's way, which an agent's own `exit 143` also gives. */
+static void read_run_status(struct iso_child *child)
+{
+    static const char key[] = "] Exiting with status: ";
+    char path[sizeof child->bundle + 32], line[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/" GVISOR_RUN_LOG, child->bundle);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        const char *k = strstr(line, key);
+        const char *e = NULL;
+        long long v;
+        if (k == NULL)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        v = strtonum(k + sizeof key - 1, 0, 0xffff, &e);
+        if (e == NULL) {
+            child->run_status = (int)v;
+            child->run_status_known = true;
+        }
+    }
+    fclose(f);
+}
+
 void iso_child_cleanup(struct iso_child *child)
 {
     if (child->bundle[0] == '\0')
         return;
+    read_run_status(child);
     /* runsc's state of a sandbox that is gone, the bundle: ours alone. */
     (void)nftw(child->bundle, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     child->bundle[0] = '\0';

@@ -132,9 +132,13 @@ void iso_seccomp_print(unsigned notify, FILE *out);
  * container engines (docker's and podman's JSON: allow by default, the
  * list refused with its errno), for --security-opt seccomp=FILE.  It
  * replaces the engine's default profile; the calls of that profile that
- * need a capability stay refused by --cap-drop=ALL.  Malloc'd text (the
- * caller frees), NULL when out of memory. */
-char *iso_seccomp_oci(void);
+ * need a capability stay refused by --cap-drop=ALL.  FOR_GVISOR: the
+ * bundle of gvisor.c, enforced by runsc 20221219's Sentry, which answers
+ * every rule EPERM whatever its errnoRet: clone3 is left out, to the
+ * Sentry's own ENOSYS (it has no clone3), or libc's posix_spawn would
+ * fail with EPERM instead of falling back to clone (which the list
+ * filters).  Malloc'd text (the caller frees), NULL when out of memory. */
+char *iso_seccomp_oci(bool for_gvisor);
 
 /* ---- mounts.c and cover.c ---------------------------------------------- */
 

@@ -108,6 +108,8 @@ struct iso_child {
     char bundle[512];           /* added, gvisor: the OCI bundle and runsc
                                  * state directory ("" if none); removed by
                                  * iso_child_cleanup */
+    bool run_status_known;      /* added, gvisor: iso_child_cleanup read the */
+    int run_status;             /* agent's wait status from runsc's log */
     char container[64];         /* added, podman/docker: the container's
                                  * name ("" if none) */
     char engine[64];            /* and the engine's path */
@@ -119,7 +121,8 @@ struct iso_child {
 void iso_child_kill(struct iso_child *child);
 
 /* Added.  After the agent ended: removes what iso_spawn left on disk for
- * it (gvisor's bundle).  Safe to call for every mode, and twice. */
+ * it (gvisor's bundle, after reading from runsc's log the agent's wait
+ * status for iso_child_status).  Safe to call for every mode, and twice. */
 void iso_child_cleanup(struct iso_child *child);
 
 /* Starts the agent.  Always applies the policy's rlimits, puts the agent in
@@ -146,8 +149,9 @@ void iso_keep_inherited_ignores(void);
  * status.  With a pid namespace, child->pid is the sandbox's init, which
  * exits with 128+N when the agent died of signal N (an init cannot re-raise
  * most signals on itself); this recovers the signal from what the init
- * reported.  Returns STATUS unchanged when nothing better is known.  Closes
- * child->status_fd. */
+ * reported.  Under gvisor, runsc exits 128+N the same way; the signal comes
+ * from runsc's log, read by iso_child_cleanup (call that first).  Returns
+ * STATUS unchanged when nothing better is known.  Closes child->status_fd. */
 int iso_child_status(struct iso_child *child, int status);
 
 /* What each layer does with a connect to TARGET (host:port, [v6]:port,

@@ -721,5 +721,9 @@ int iso_child_status(struct iso_child *child, int status)
         close(child->status_fd);
         child->status_fd = -1;
     }
+    /* gvisor: runsc's 128+N, when its log says the agent died of N. */
+    if (child->run_status_known && WIFEXITED(status) && WIFSIGNALED(child->run_status)
+        && WEXITSTATUS(status) == 128 + WTERMSIG(child->run_status))
+        st = child->run_status;
     return st;
 }

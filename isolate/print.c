@@ -194,7 +194,7 @@ int iso_print(const struct iso_request *req, FILE *out)
                 iso_mode_name(req->mode), iso_mode_name(req->mode));
         for (size_t i = 0; argv[i]; i++)
             fprintf(out, " %s", argv[i]);
-        char *json = iso_seccomp_oci();
+        char *json = iso_seccomp_oci(false);
         fprintf(out, "\n%s (sbx's seccomp list, in place of the engine's own profile):\n%s",
                 profile, json ? json : "(out of memory)\n");
         free(json);

@@ -399,7 +399,7 @@ static void oci_cmp(char *buf, size_t sz, unsigned idx, unsigned long long v,
              "\"op\": \"%s\"}", len ? ", " : "", idx, v, v2, op);
 }
 
-char *iso_seccomp_oci(void)
+char *iso_seccomp_oci(bool for_gvisor)
 {
     char *text = NULL, a[512];
     size_t len = 0;
@@ -419,7 +419,8 @@ char *iso_seccomp_oci(void)
         oci_cmp(a, sizeof a, 0, clone_ns_flags[i], clone_ns_flags[i], "SCMP_CMP_MASKED_EQ");
         oci_rule(f, &first, "clone", EPERM, a);
     }
-    oci_rule(f, &first, "clone3", ENOSYS, NULL);
+    if (!for_gvisor)        /* see iso_int.h */
+        oci_rule(f, &first, "clone3", ENOSYS, NULL);
     {
         static const unsigned long tio[] = { TIOCSTI, TIOCLINUX };
         for (size_t i = 0; i < 2; i++) {

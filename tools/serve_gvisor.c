@@ -305,6 +305,9 @@ static __attribute__((noreturn)) void keeper(const struct iso_request *req, cons
         guard_ring_close(ring);
     }
     iso_child_cleanup(&child);
+    /* The agent's own wait status (a signal, not runsc's 128+N), as
+     * sbx-guard reports it. */
+    status = iso_child_status(&child, status);
     unlink(fin_path);
     unlink(fout_path);
     rmdir(dir);
