@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,16 +378,34 @@ static void put_str(struct canon *c, const char *s, size_t len)
  * op, target, target2, decision, rule, reason, layer, errno, flags in that
  * order (integers 64-bit big-endian).  Changing this invalidates every
  * stored chain: add a new version instead. */
+/* The row's nine strings in canonical order, and their lengths (0 for
+ * NULL): measured once, for the hash and for SQLite's bindings. */
+static void row_strings(const struct audit_row *r, const char *s[9], size_t len[9])
+{
+    s[0] = r->agent, s[1] = r->run_id, s[2] = r->op, s[3] = r->target, s[4] = r->target2;
+    s[5] = r->decision, s[6] = r->rule, s[7] = r->reason, s[8] = r->layer;
+    for (int i = 0; i < 9; i++)
+        len[i] = s[i] ? strlen(s[i]) : 0;
+}
+
+static void row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
+                     const char *const s[9], const size_t len[9], unsigned char out[AUDIT_HASH_LEN]);
+
 void audit_row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
                     unsigned char out[AUDIT_HASH_LEN])
 {
-    const char *s[9] = { r->agent, r->run_id, r->op, r->target, r->target2,
-                         r->decision, r->rule, r->reason, r->layer };
-    size_t len[9], need = AUDIT_HASH_LEN + 16 + 6 * 8 + 9 * 4;
-    for (int i = 0; i < 9; i++) {
-        len[i] = s[i] ? strlen(s[i]) : 0;
+    const char *s[9];
+    size_t len[9];
+    row_strings(r, s, len);
+    row_hash(prev, r, s, len, out);
+}
+
+static void row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
+                     const char *const s[9], const size_t len[9], unsigned char out[AUDIT_HASH_LEN])
+{
+    size_t need = AUDIT_HASH_LEN + 16 + 6 * 8 + 9 * 4;
+    for (int i = 0; i < 9; i++)
         need += len[i];
-    }
     unsigned char stackbuf[2048];
     struct canon c = { stackbuf, 0, sizeof stackbuf };
     if (need > sizeof stackbuf) {
@@ -456,27 +475,35 @@ static void bind_text(sqlite3_stmt *q, int i, const char *s)
         sqlite3_bind_null(q, i);
 }
 
+/* With its length known (row_strings); lengths past INT_MAX cannot come
+ * from a ring record or the control socket. */
+static void bind_text_len(sqlite3_stmt *q, int i, const char *s, size_t len)
+{
+    if (s)
+        sqlite3_bind_text(q, i, s, len <= INT_MAX ? (int)len : -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, i);
+}
+
 int audit_store_append(struct audit_store *st, struct audit_row *r)
 {
     if (begin(st) < 0)
         return -1;
     r->id = st->t_id + 1;
     memcpy(r->prev_hash, st->t_hash, AUDIT_HASH_LEN);
-    audit_row_hash(r->prev_hash, r, r->hash);
+    const char *str[9];
+    size_t len[9];
+    row_strings(r, str, len);
+    row_hash(r->prev_hash, r, str, len, r->hash);
     sqlite3_stmt *q = st->ins;
     sqlite3_bind_int64(q, 1, r->id);
     sqlite3_bind_int64(q, 2, r->ts_ns);
-    bind_text(q, 3, r->agent);
-    bind_text(q, 4, r->run_id);
+    bind_text_len(q, 3, str[0], len[0]);
+    bind_text_len(q, 4, str[1], len[1]);
     sqlite3_bind_int64(q, 5, r->pid);
     sqlite3_bind_int64(q, 6, r->uid);
-    bind_text(q, 7, r->op);
-    bind_text(q, 8, r->target);
-    bind_text(q, 9, r->target2);
-    bind_text(q, 10, r->decision);
-    bind_text(q, 11, r->rule);
-    bind_text(q, 12, r->reason);
-    bind_text(q, 13, r->layer);
+    for (int i = 2; i < 9; i++)
+        bind_text_len(q, 5 + i, str[i], len[i]);
     sqlite3_bind_int64(q, 14, r->err);
     sqlite3_bind_int64(q, 15, r->flags);
     sqlite3_bind_blob(q, 16, r->prev_hash, AUDIT_HASH_LEN, SQLITE_STATIC);
