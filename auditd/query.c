@@ -44,25 +44,15 @@ void store_read_row(sqlite3_stmt *q, struct audit_row *r)
     r->agent_ref = sqlite3_column_int64(q, 17);
 }
 
-int audit_store_query(struct audit_store *st, const struct audit_filter *f,
-                      int (*cb)(const struct audit_row *row, void *ctx), void *ctx,
-                      char *err, size_t errsz)
+/* The filters but the id range, shared by the two statements below. */
+#define ROW_FILTER \
+    " (?1 IS NULL OR agent_ref IN (SELECT id FROM agents WHERE name = ?1)) AND" \
+    " (?2 IS NULL OR decision = ?2) AND (?3 IS NULL OR op = ?3) AND" \
+    " (?4 IS NULL OR ts >= ?4) AND id >= ?5 AND id <= ?6"
+
+static void bind_filter(sqlite3_stmt *q, const struct audit_filter *f, int64_t lo, int64_t hi)
 {
-    /* Placeholders are fixed; a filter that is off binds NULL and its
-     * "? IS NULL" short-circuits, so one statement text serves all. */
-    static const char inner[] =
-        "SELECT " ROW_COLS " FROM events WHERE"
-        " (?1 IS NULL OR agent_ref IN (SELECT id FROM agents WHERE name = ?1)) AND (?2 IS NULL OR decision = ?2) AND"
-        " (?3 IS NULL OR op = ?3) AND (?4 IS NULL OR ts >= ?4) AND id > ?5";
-    char sql[1024];
-    if (f->limit > 0)
-        snprintf(sql, sizeof sql, "SELECT * FROM (%s ORDER BY id DESC LIMIT ?6) ORDER BY id", inner);
-    else
-        snprintf(sql, sizeof sql, "%s ORDER BY id", inner);
-    sqlite3_stmt *q = NULL;
-    int rc = -1;
-    if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK)
-        goto out;
+    sqlite3_reset(q);
     if (f->agent)
         sqlite3_bind_text(q, 1, f->agent, -1, SQLITE_STATIC);
     if (f->decision)
@@ -71,23 +61,112 @@ int audit_store_query(struct audit_store *st, const struct audit_filter *f,
         sqlite3_bind_text(q, 3, f->op, -1, SQLITE_STATIC);
     if (f->since_ns)
         sqlite3_bind_int64(q, 4, f->since_ns);
-    sqlite3_bind_int64(q, 5, f->after_id);
-    if (f->limit > 0)
-        sqlite3_bind_int64(q, 6, f->limit);
-    int s;
-    while ((s = sqlite3_step(q)) == SQLITE_ROW) {
-        struct audit_row r;
-        store_read_row(q, &r);
-        if (cb(&r, ctx))
-            break;
+    sqlite3_bind_int64(q, 5, lo);
+    sqlite3_bind_int64(q, 6, hi);
+}
+
+/* The id ranges that can hold matching rows (store_spans.c), in id order:
+ * the agent's spans, or everything from the --since bound on. */
+static int query_ranges(struct audit_store *st, const struct audit_filter *f, int64_t **v,
+                        size_t *n)
+{
+    int64_t lo = f->after_id < INT64_MAX ? f->after_id + 1 : INT64_MAX;
+    if (f->since_ns) {
+        int64_t since_lo;
+        if (store_spans_since(st, f->since_ns, &since_lo) < 0)
+            return -1;
+        if (since_lo > lo)
+            lo = since_lo;
     }
-    if (s != SQLITE_ROW && s != SQLITE_DONE)
+    if (f->agent)
+        return store_spans_agent(st, f->agent, f->since_ns ? f->since_ns : INT64_MIN, lo, v, n);
+    *v = malloc(2 * sizeof **v);
+    if (!*v)
+        return -1;
+    (*v)[0] = lo;
+    (*v)[1] = INT64_MAX;
+    *n = 1;
+    return 0;
+}
+
+/* With a LIMIT: the id of the LIMIT-th newest matching row, walking the
+ * ranges from the newest back; *FROM stays where it was when there are
+ * fewer. */
+static int newest_bound(sqlite3_stmt *q, const struct audit_filter *f, const int64_t *v,
+                        size_t n, int64_t *from)
+{
+    int64_t left = f->limit;
+    for (size_t i = n; i-- > 0 && left > 0;) {
+        bind_filter(q, f, v[2 * i], v[2 * i + 1]);
+        int s;
+        while (left > 0 && (s = sqlite3_step(q)) == SQLITE_ROW) {
+            if (--left == 0)
+                *from = sqlite3_column_int64(q, 0);
+        }
+        if (left > 0 && s != SQLITE_DONE)
+            return -1;
+    }
+    return 0;
+}
+
+int audit_store_query(struct audit_store *st, const struct audit_filter *f,
+                      int (*cb)(const struct audit_row *row, void *ctx), void *ctx,
+                      char *err, size_t errsz)
+{
+    /* Placeholders are fixed; a filter that is off binds NULL and its
+     * "? IS NULL" short-circuits, so one statement text serves all.  The
+     * rows are read range by range (rowid range scans): the ranges come
+     * from event_spans, the store's index (store_spans.c). */
+    static const char rows_sql[] =
+        "SELECT " ROW_COLS " FROM events WHERE" ROW_FILTER " ORDER BY id";
+    static const char ids_sql[] =
+        "SELECT id FROM events WHERE" ROW_FILTER " ORDER BY id DESC";
+    sqlite3_stmt *q = NULL;
+    int64_t *v = NULL;
+    size_t n = 0;
+    int rc = -1;
+    /* The spans and the rows from one snapshot (unless the caller holds
+     * one): a commit in between could add rows no range read covers. */
+    bool own_txn = sqlite3_get_autocommit(st->db) &&
+                   sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    if (query_ranges(st, f, &v, &n) < 0)
         goto out;
+    int64_t from = INT64_MIN;
+    if (f->limit > 0) {
+        if (sqlite3_prepare_v2(st->db, ids_sql, -1, &q, NULL) != SQLITE_OK ||
+            newest_bound(q, f, v, n, &from) < 0)
+            goto out;
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if (sqlite3_prepare_v2(st->db, rows_sql, -1, &q, NULL) != SQLITE_OK)
+        goto out;
+    int s = SQLITE_DONE;
+    bool stop = false;
+    for (size_t i = 0; i < n && !stop; i++) {
+        if (v[2 * i + 1] < from)
+            continue;
+        bind_filter(q, f, v[2 * i] > from ? v[2 * i] : from, v[2 * i + 1]);
+        while ((s = sqlite3_step(q)) == SQLITE_ROW) {
+            struct audit_row r;
+            store_read_row(q, &r);
+            if (cb(&r, ctx)) {
+                stop = true;
+                break;
+            }
+        }
+        if (!stop && s != SQLITE_DONE)
+            goto out;
+    }
     rc = 0;
 out:
     if (rc < 0)
-        snprintf(err, errsz, "query failed: %s", sqlite3_errmsg(st->db));
+        snprintf(err, errsz, "query failed: %s",
+                 v || n ? sqlite3_errmsg(st->db) : "out of memory");
+    free(v);
     sqlite3_finalize(q);
+    if (own_txn)
+        sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
     return rc;
 }
 

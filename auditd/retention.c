@@ -169,6 +169,16 @@ static int remove_rows(struct audit_store *st, int64_t first, int64_t last, cons
     res->rows = sqlite3_changes(st->db);
     sqlite3_finalize(q);
     q = NULL;
+    /* Their spans (store_spans.c) go with them; a span reaching past LAST
+     * stays and still serves the rows after. */
+    if (sqlite3_prepare_v2(st->db, "DELETE FROM event_spans WHERE last_id <= ?1", -1, &q,
+                           NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(q, 1, last);
+    if (sqlite3_step(q) != SQLITE_DONE)
+        goto out;
+    sqlite3_finalize(q);
+    q = NULL;
     int64_t ts = now_ns(), record = st->t_id + 1;
     if (sqlite3_prepare_v2(st->db, "INSERT INTO checkpoints(ts, first_id, last_id, last_hash, "
                            "rows, reason, row_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1, &q,
@@ -185,12 +195,13 @@ static int remove_rows(struct audit_store *st, int64_t first, int64_t last, cons
         goto out;
     /* Agents whose run ended and who have no row left go too (else the
      * agents table alone would outgrow a size cap on a long-lived store).
-     * Below the smallest agent_ref still in events: one index lookup. */
+     * Below the smallest agent_ref of the spans left (a span names every
+     * run with a row in it): one lookup in the spans' primary key. */
     sqlite3_finalize(q);
     q = NULL;
     if (sqlite3_exec(st->db, "DELETE FROM agents WHERE ended IS NOT NULL AND id < (SELECT "
-                     "coalesce(min(agent_ref), 9223372036854775807) FROM events WHERE "
-                     "agent_ref IS NOT NULL)", NULL, NULL, NULL) != SQLITE_OK)
+                     "coalesce(min(agent_ref), 9223372036854775807) FROM event_spans WHERE "
+                     "agent_ref > 0)", NULL, NULL, NULL) != SQLITE_OK)
         goto out;
     char target[64], hex[2 * AUDIT_HASH_LEN + 1];
     snprintf(target, sizeof target, "rows %" PRId64 "-%" PRId64, first, last);

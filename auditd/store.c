@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,14 +29,12 @@ static const char schema[] =
     " pid INTEGER, uid INTEGER, op TEXT NOT NULL, target TEXT, target2 TEXT,"
     " decision TEXT NOT NULL, rule TEXT, reason TEXT, layer TEXT, errno INTEGER,"
     " flags INTEGER, prev_hash BLOB NOT NULL, hash BLOB NOT NULL, agent_ref INTEGER);"
-    /* Two indexes only: every one costs ingest speed.  --agent uses the
-     * first, through agent_ref (agents.id: an integer key costs a third of
-     * what the agent's name as text did); --since the second; decision and
-     * op filters scan what those leave (or the newest rows, with --limit).
-     * agent_ref is derived data, outside the hash chain: the chain covers
-     * the agent's name and run id. */
-    "CREATE INDEX IF NOT EXISTS events_agent ON events(agent_ref);"
-    "CREATE INDEX IF NOT EXISTS events_ts ON events(ts);"
+    /* No index on events: each one was a B-tree insert per row, a third
+     * of the row's cost.  --agent and --since read event_spans instead
+     * (store_spans.c: one row per agent run per batch), through agent_ref
+     * (agents.id); decision and op filters scan what those leave (or the
+     * newest rows, with --limit).  agent_ref is derived data, outside the
+     * hash chain: the chain covers the agent's name and run id. */
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);"
     /* Retention (retention.c): one row per removal of old rows.  The chain
      * restarts after last_id, whose hash is kept here; row_id is the
@@ -185,12 +184,15 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
-/* 16384 pages of 4 KiB: a 64 MiB WAL is checkpointed even under load. */
-#define WAL_MAX_PAGES 16384
+/* A 64 MiB WAL is checkpointed even under load.  In bytes, not pages: a
+ * count of pages taken for 4 KiB ones let a store of 16 KiB pages grow a
+ * 256 MiB WAL, whose checkpoint held the daemon for seconds while the
+ * agents' rings filled (bench_ingest then saw events given up after 2 s). */
+#define WAL_MAX_BYTES (64 << 20)
 
 int audit_store_checkpoint(struct audit_store *st, bool idle)
 {
-    if (st->ro || st->in_txn || st->wal_pages == 0 || (!idle && st->wal_pages < WAL_MAX_PAGES))
+    if (st->ro || st->in_txn || st->wal_pages == 0 || (!idle && st->wal_pages < st->wal_max_pages))
         return 0;
     int log = 0, done = 0;
     int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
@@ -262,7 +264,10 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         /* Checkpoints are ours (audit_store_checkpoint): SQLite's automatic
          * one every 1000 pages rewrites the same index pages into the
          * database over and over while events stream in. */
+        /* 16 KiB pages (a new store only; an existing one keeps its
+         * own): a fifth less CPU per row than 4 KiB ones (bench_store). */
         const char *pragmas =
+            "PRAGMA page_size=16384;"
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
             "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;"
             "PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864;";
@@ -274,7 +279,15 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         sqlite3_wal_hook(st->db, wal_hook, st);
         /* More lookaside memory: the insert path then rarely calls malloc. */
         sqlite3_db_config(st->db, SQLITE_DBCONFIG_LOOKASIDE, NULL, 512, 2000);
-        if (prepare(st) < 0 || load_chain_head(st) < 0 || store_mark_home(st) < 0) {
+        sqlite3_stmt *ps = NULL;
+        int64_t page = 4096;
+        if (sqlite3_prepare_v2(st->db, "PRAGMA page_size", -1, &ps, NULL) == SQLITE_OK &&
+            sqlite3_step(ps) == SQLITE_ROW && sqlite3_column_int64(ps, 0) > 0)
+            page = sqlite3_column_int64(ps, 0);
+        sqlite3_finalize(ps);
+        st->wal_max_pages = WAL_MAX_BYTES / page;
+        if (store_spans_open(st) < 0 || prepare(st) < 0 || load_chain_head(st) < 0 ||
+            store_mark_home(st) < 0) {
             snprintf(err, errsz, "%s", st->errmsg);
             goto fail;
         }
@@ -290,6 +303,10 @@ int audit_store_open(const char *path, bool readonly, struct audit_store **out,
         sqlite3_finalize(q);
         if (!ok) {
             snprintf(err, errsz, "%s is not an sbx audit store: %s", path, sqlite3_errmsg(st->db));
+            goto fail;
+        }
+        if (store_spans_open(st) < 0) {
+            snprintf(err, errsz, "%s: %s", path, st->errmsg);
             goto fail;
         }
     }
@@ -316,6 +333,7 @@ void audit_store_close(struct audit_store *st)
     sqlite3_finalize(st->agent_ins);
     sqlite3_finalize(st->agent_end);
     sqlite3_finalize(st->agent_kill);
+    sqlite3_finalize(st->span_ins);
     if (st->db)
         sqlite3_close(st->db);
     if (st->lock_fd >= 0)
@@ -360,16 +378,34 @@ static void put_str(struct canon *c, const char *s, size_t len)
  * op, target, target2, decision, rule, reason, layer, errno, flags in that
  * order (integers 64-bit big-endian).  Changing this invalidates every
  * stored chain: add a new version instead. */
+/* The row's nine strings in canonical order, and their lengths (0 for
+ * NULL): measured once, for the hash and for SQLite's bindings. */
+static void row_strings(const struct audit_row *r, const char *s[9], size_t len[9])
+{
+    s[0] = r->agent, s[1] = r->run_id, s[2] = r->op, s[3] = r->target, s[4] = r->target2;
+    s[5] = r->decision, s[6] = r->rule, s[7] = r->reason, s[8] = r->layer;
+    for (int i = 0; i < 9; i++)
+        len[i] = s[i] ? strlen(s[i]) : 0;
+}
+
+static void row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
+                     const char *const s[9], const size_t len[9], unsigned char out[AUDIT_HASH_LEN]);
+
 void audit_row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
                     unsigned char out[AUDIT_HASH_LEN])
 {
-    const char *s[9] = { r->agent, r->run_id, r->op, r->target, r->target2,
-                         r->decision, r->rule, r->reason, r->layer };
-    size_t len[9], need = AUDIT_HASH_LEN + 16 + 6 * 8 + 9 * 4;
-    for (int i = 0; i < 9; i++) {
-        len[i] = s[i] ? strlen(s[i]) : 0;
+    const char *s[9];
+    size_t len[9];
+    row_strings(r, s, len);
+    row_hash(prev, r, s, len, out);
+}
+
+static void row_hash(const unsigned char prev[AUDIT_HASH_LEN], const struct audit_row *r,
+                     const char *const s[9], const size_t len[9], unsigned char out[AUDIT_HASH_LEN])
+{
+    size_t need = AUDIT_HASH_LEN + 16 + 6 * 8 + 9 * 4;
+    for (int i = 0; i < 9; i++)
         need += len[i];
-    }
     unsigned char stackbuf[2048];
     struct canon c = { stackbuf, 0, sizeof stackbuf };
     if (need > sizeof stackbuf) {
@@ -418,6 +454,7 @@ static int begin(struct audit_store *st)
     st->pending = 0;
     st->t_id = st->last_id;
     memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
+    store_spans_reset(st);
     return 0;
 }
 
@@ -438,27 +475,35 @@ static void bind_text(sqlite3_stmt *q, int i, const char *s)
         sqlite3_bind_null(q, i);
 }
 
+/* With its length known (row_strings); lengths past INT_MAX cannot come
+ * from a ring record or the control socket. */
+static void bind_text_len(sqlite3_stmt *q, int i, const char *s, size_t len)
+{
+    if (s)
+        sqlite3_bind_text(q, i, s, len <= INT_MAX ? (int)len : -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, i);
+}
+
 int audit_store_append(struct audit_store *st, struct audit_row *r)
 {
     if (begin(st) < 0)
         return -1;
     r->id = st->t_id + 1;
     memcpy(r->prev_hash, st->t_hash, AUDIT_HASH_LEN);
-    audit_row_hash(r->prev_hash, r, r->hash);
+    const char *str[9];
+    size_t len[9];
+    row_strings(r, str, len);
+    row_hash(r->prev_hash, r, str, len, r->hash);
     sqlite3_stmt *q = st->ins;
     sqlite3_bind_int64(q, 1, r->id);
     sqlite3_bind_int64(q, 2, r->ts_ns);
-    bind_text(q, 3, r->agent);
-    bind_text(q, 4, r->run_id);
+    bind_text_len(q, 3, str[0], len[0]);
+    bind_text_len(q, 4, str[1], len[1]);
     sqlite3_bind_int64(q, 5, r->pid);
     sqlite3_bind_int64(q, 6, r->uid);
-    bind_text(q, 7, r->op);
-    bind_text(q, 8, r->target);
-    bind_text(q, 9, r->target2);
-    bind_text(q, 10, r->decision);
-    bind_text(q, 11, r->rule);
-    bind_text(q, 12, r->reason);
-    bind_text(q, 13, r->layer);
+    for (int i = 2; i < 9; i++)
+        bind_text_len(q, 5 + i, str[i], len[i]);
     sqlite3_bind_int64(q, 14, r->err);
     sqlite3_bind_int64(q, 15, r->flags);
     sqlite3_bind_blob(q, 16, r->prev_hash, AUDIT_HASH_LEN, SQLITE_STATIC);
@@ -472,6 +517,10 @@ int audit_store_append(struct audit_store *st, struct audit_row *r)
     sqlite3_reset(q);
     if (s != SQLITE_DONE) {
         fail_batch(st, "inserting an event");
+        return -1;
+    }
+    if (store_spans_note(st, r) < 0) {
+        audit_store_rollback(st);
         return -1;
     }
     st->t_id = r->id;
@@ -551,6 +600,7 @@ void audit_store_rollback(struct audit_store *st)
     st->pending = 0;
     st->t_id = st->last_id;
     memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
+    store_spans_reset(st);
 }
 
 /* Rewrites the head file: write a temporary, then rename over (atomic for
@@ -608,6 +658,10 @@ int audit_store_commit(struct audit_store *st, bool durable)
         audit_store_rollback(st);
         return -1;
     }
+    if (store_spans_flush(st) < 0) {
+        audit_store_rollback(st);
+        return -1;
+    }
     if (durable)
         sqlite3_exec(st->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
     int s = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
@@ -622,6 +676,7 @@ int audit_store_commit(struct audit_store *st, bool durable)
     st->pending = 0;
     st->last_id = st->t_id;
     memcpy(st->last_hash, st->t_hash, AUDIT_HASH_LEN);
+    st->ts_max = st->t_ts_max;
     /* The rows are committed; a head file that fails to update only makes
      * verify report "head behind", which the next write repairs.  Only a
      * durable commit writes it at once: a write and a rename cost more than

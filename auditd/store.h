@@ -11,7 +11,8 @@
  * functions below only, so the schema is this module's alone.  `verify` recomputes the
  * chain from the last retention checkpoint to the end, checks the
  * checkpoints against the rows that record them, and compares the head
- * file.
+ * file.  A writer that opens a store from before event_spans migrates
+ * it first (store_spans.c; no row is rewritten).
  *
  * Memory: the store owns everything it allocates; strings a caller passes
  * are copied by SQLite before the call returns; rows handed to a query
@@ -44,8 +45,9 @@ struct audit_row {
     int64_t err;
     int64_t flags;
     unsigned char prev_hash[AUDIT_HASH_LEN], hash[AUDIT_HASH_LEN];
-    int64_t agent_ref;          /* agents.id of AGENT, 0 if none; indexed,
-                                 * not hashed (derived from agent/run_id) */
+    int64_t agent_ref;          /* agents.id of AGENT, 0 if none; found
+                                 * through event_spans (store_spans.c), not
+                                 * hashed (derived from agent/run_id) */
 };
 
 /* One agents row (what sbx-guard registered). */

@@ -8,6 +8,14 @@
 
 #include "store.h"
 
+/* A span: the rows one agent run (agent_ref, 0 for rows without one) wrote
+ * in one batch, by first and last id and their ts range (store_spans.c). */
+struct store_span {
+    int64_t agent_ref, first_id, last_id, min_ts, max_ts;
+};
+/* Distinct agents in one batch before its spans are written out early. */
+#define STORE_SPANS_MAX 32
+
 struct audit_store {
     sqlite3 *db;
     bool ro;
@@ -23,6 +31,15 @@ struct audit_store {
     int64_t t_id;                           /* end inside the open batch */
     unsigned char t_hash[AUDIT_HASH_LEN];
     int wal_pages;                          /* WAL size after the last commit */
+    int64_t wal_max_pages;                  /* checkpoint above this (64 MiB) */
+    /* The open batch's spans (store_spans.c), and the largest ts of every
+     * row up to the committed end (ts_max) and up to the batch's end. */
+    struct store_span spans[STORE_SPANS_MAX];
+    size_t n_spans;
+    int64_t ts_max, t_ts_max;
+    sqlite3_stmt *span_ins;
+    bool has_spans;                         /* event_spans exists (read-only
+                                             * opens of an old store: no) */
     bool head_dirty;                        /* rows committed after the head file */
     char fault_file[256];                   /* tests: commits fail while it exists */
     char errmsg[1024];
@@ -60,6 +77,26 @@ int store_mark_home(struct audit_store *st);
 int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[AUDIT_HASH_LEN]);
 /* Opens the batch (BEGIN IMMEDIATE) if none is open.  0 / -1 (errmsg). */
 int store_begin(struct audit_store *st);
+/* store_spans.c: the coarse index that replaced events' two B-tree
+ * indexes.  Creates event_spans and migrates a store that had the indexes
+ * (writer only); notes whether the table is there (readers).  0 / -1. */
+int store_spans_open(struct audit_store *st);
+/* Notes row R (appended to the open batch) in its span; writes the spans
+ * out early when the batch holds too many agents.  0 / -1 (errmsg). */
+int store_spans_note(struct audit_store *st, const struct audit_row *r);
+/* Writes the open batch's spans into event_spans (inside the batch).
+ * 0 / -1 (errmsg; the caller rolls back). */
+int store_spans_flush(struct audit_store *st);
+/* Forgets the open batch's spans (rollback). */
+void store_spans_reset(struct audit_store *st);
+/* The smallest id a row with ts >= SINCE_NS can have (INT64_MAX: none). */
+int store_spans_since(struct audit_store *st, int64_t since_ns, int64_t *lo);
+/* The id ranges holding the rows of the runs of agent NAME with ts >=
+ * SINCE_NS and id >= LO, merged and in id order: *OUT (malloc'd, freed by
+ * the caller) of *N pairs first, last.  0 / -1. */
+int store_spans_agent(struct audit_store *st, const char *name, int64_t since_ns, int64_t lo,
+                      int64_t **out, size_t *n);
+
 /* verify.c: checks the checkpoints against the rows that record them
  * (retention.c).  0 when they agree, else 1 with *BAD_ID and MSG set;
  * -1 on a read error. */

@@ -124,8 +124,10 @@ test_a_store_with_garbage_mid_file_is_refused_with_the_cause() {
     stop_daemon
     pages=$(count "pragma page_count")
     [ "$pages" -gt 20 ] || fail "only $pages pages"
-    # one page in the middle overwritten, the header left alone
-    head -c 4096 /dev/urandom | dd of="$SBX_AUDIT_DB" bs=4096 seek=$((pages / 2)) conv=notrunc 2>/dev/null
+    psize=$(count "pragma page_size")
+    # one page in the middle overwritten (whole: the store's pages are
+    # 16 KiB), the header left alone
+    head -c "$psize" /dev/urandom | dd of="$SBX_AUDIT_DB" bs="$psize" seek=$((pages / 2)) conv=notrunc 2>/dev/null
     size=$(stat -c %s "$SBX_AUDIT_DB")
     assert_refused_at_once "AUDIT STORE DAMAGED"
     assert_eq "$(stat -c %s "$SBX_AUDIT_DB")" "$size" "store size"

@@ -541,6 +541,235 @@ static void test_a_read_snapshot_does_not_see_rows_committed_after_it_began(void
     audit_store_close(w);
 }
 
+/* ---- the spans (store_spans.c), and the migration to them -------------- */
+
+/* Every row, by a plain scan of the whole chain: what a filter must match. */
+struct all_rows {
+    int64_t id[4000], ts[4000];
+    char agent[4000][8];
+    bool deny[4000];
+    int n;
+};
+
+static int all_cb(const struct audit_row *r, void *ctx)
+{
+    struct all_rows *a = ctx;
+    assert_true(a->n < 4000);
+    a->id[a->n] = r->id;
+    a->ts[a->n] = r->ts_ns;
+    snprintf(a->agent[a->n], sizeof a->agent[0], "%s", r->agent ? r->agent : "");
+    a->deny[a->n] = strcmp(r->decision, "deny") == 0;
+    a->n++;
+    return 0;
+}
+
+struct ids {
+    int64_t v[4000];
+    int n;
+};
+
+static int ids_cb(const struct audit_row *r, void *ctx)
+{
+    struct ids *x = ctx;
+    assert_true(x->n < 4000);
+    x->v[x->n++] = r->id;
+    return 0;
+}
+
+/* The query's ids equal the scan's, filtered in C, for F. */
+static void same_as_scan(struct audit_store *st, const struct all_rows *all, struct audit_filter f)
+{
+    struct ids want = { .n = 0 }, got = { .n = 0 };
+    for (int i = 0; i < all->n; i++) {
+        if ((f.agent && strcmp(all->agent[i], f.agent) != 0) ||
+            (f.since_ns && all->ts[i] < f.since_ns) || (f.decision && !all->deny[i]) ||
+            all->id[i] <= f.after_id)
+            continue;
+        want.v[want.n++] = all->id[i];
+    }
+    if (f.limit > 0 && want.n > f.limit) {
+        memmove(want.v, want.v + want.n - f.limit, (size_t)f.limit * sizeof want.v[0]);
+        want.n = (int)f.limit;
+    }
+    char err[256];
+    assert_int_equal(audit_store_query(st, &f, ids_cb, &got, err, sizeof err), 0);
+    assert_int_equal(got.n, want.n);
+    assert_memory_equal(got.v, want.v, (size_t)want.n * sizeof want.v[0]);
+}
+
+static void check_every_filter(struct audit_store *st)
+{
+    struct all_rows *all = calloc(1, sizeof *all);
+    assert_non_null(all);
+    char err[256];
+    struct audit_filter none = { 0 };
+    assert_int_equal(audit_store_query(st, &none, all_cb, all, err, sizeof err), 0);
+    static const char *names[] = { "a0", "a3", "a9", "nobody" };
+    int64_t since[] = { 0, 1000LL * 1000000000 + 1500 * 1000000LL, all->n ? all->ts[all->n - 1] : 1 };
+    int64_t limits[] = { 0, 1, 7, 5000 };
+    for (size_t a = 0; a < 5; a++)
+        for (size_t s = 0; s < 3; s++)
+            for (size_t l = 0; l < 4; l++) {
+                struct audit_filter f = { .agent = a < 4 ? names[a] : NULL,
+                                          .since_ns = since[s], .limit = limits[l] };
+                same_as_scan(st, all, f);
+                f.decision = "deny";
+                same_as_scan(st, all, f);
+                f.decision = NULL;
+                f.after_id = all->n > 10 ? all->id[all->n / 2] : 0;
+                same_as_scan(st, all, f);
+            }
+    free(all);
+}
+
+/* 3000 rows in batches of 100 from 40 runs of 10 names (four runs of a name
+ * at once: their spans overlap), more runs in a batch than the spans kept
+ * in memory, ts out of order by up to 5 s, some rows of no agent, and a
+ * batch rolled back in the middle. */
+static void fill_many(struct audit_store *st)
+{
+    int64_t ref[40];
+    for (int k = 0; k < 40; k++) {
+        char name[8], run[16];
+        snprintf(name, sizeof name, "a%d", k % 10);
+        snprintf(run, sizeof run, "run%d", k);
+        struct audit_agent a = { .name = name, .run_id = run };
+        assert_int_equal(audit_store_agent_start(st, &a, &ref[k]), 0);
+    }
+    assert_int_equal(audit_store_commit(st, false), 0);
+    uint32_t x = 12345;
+    bool failed_once = false;
+    for (int i = 0; i < 3000; i++) {
+        x = x * 1103515245u + 12345u;
+        int k = (int)((x >> 8) % 44);
+        char name[8];
+        snprintf(name, sizeof name, "a%d", k % 10);
+        struct audit_row r = {
+            .ts_ns = 1000LL * 1000000000 + i * 1000000LL - (int64_t)((x >> 4) % 5000) * 1000000,
+            .agent = k < 40 ? name : NULL, .run_id = k < 40 ? "run" : NULL, .op = "open-read",
+            .target = "/ws/f", .decision = (x >> 20) % 4 ? "allow" : "deny", .layer = "guard",
+            .agent_ref = k < 40 ? ref[k] : 0,
+        };
+        assert_int_equal(audit_store_append(st, &r), 0);
+        if (i == 1550 && !failed_once) {
+            /* a failed batch: its rows and spans go, and come again */
+            audit_store_rollback(st);
+            failed_once = true;
+            i -= 51;
+            continue;
+        }
+        if (i % 100 == 99)
+            assert_int_equal(audit_store_commit(st, false), 0);
+    }
+    assert_int_equal(audit_store_commit(st, true), 0);
+}
+
+static void test_agent_and_since_queries_find_exactly_the_rows_a_scan_finds(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh(), *rd;
+    fill_many(st);
+    check_every_filter(st);
+    char err[512];
+    assert_int_equal(audit_store_open(path, true, &rd, err, sizeof err), 0);
+    check_every_filter(rd);
+    audit_store_close(rd);
+    /* after retention too: the spans of removed rows go, the rest serve */
+    int64_t pruned;
+    assert_int_equal(audit_store_prune(st, 1000LL * 1000000000 + 1200 * 1000000LL, &pruned), 0);
+    assert_true(pruned > 0);
+    check_every_filter(st);
+    audit_store_close(st);
+}
+
+static int64_t sql_int(const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+static void sql_exec(const char *sql)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* The schema before event_spans: two indexes on events. */
+#define OLD_SCHEMA "DROP TABLE event_spans; DELETE FROM meta WHERE key = 'schema';" \
+    "CREATE INDEX events_agent ON events(agent_ref); CREATE INDEX events_ts ON events(ts);"
+
+static void test_an_old_store_is_migrated_and_still_verifies(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    fill_many(st);
+    struct audit_verify before, after;
+    char err[512];
+    assert_int_equal(audit_store_verify(st, &before, err, sizeof err), 0);
+    assert_true(before.ok);
+    audit_store_close(st);
+    sql_exec(OLD_SCHEMA);
+    assert_int_equal(sql_int("SELECT count(*) FROM sqlite_master WHERE name = 'event_spans'"), 0);
+    /* read-only, it is read as it is (its own indexes) and answers alike */
+    assert_int_equal(audit_store_open(path, true, &st, err, sizeof err), 0);
+    check_every_filter(st);
+    audit_store_close(st);
+    assert_int_equal(sql_int("SELECT count(*) FROM sqlite_master WHERE name = 'event_spans'"), 0);
+    /* the writer migrates it: every row kept, the chain unchanged */
+    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), 0);
+    assert_int_equal(sql_int("SELECT count(*) FROM sqlite_master WHERE name IN "
+                             "('events_agent', 'events_ts')"), 0);
+    assert_int_equal(sql_int("SELECT count(*) FROM event_spans"), sql_int(
+        "SELECT count(*) FROM (SELECT DISTINCT id / 65536, coalesce(agent_ref, 0) FROM events)"));
+    assert_int_equal(sql_int("SELECT value FROM meta WHERE key = 'schema'"), 2);
+    assert_int_equal(audit_store_verify(st, &after, err, sizeof err), 0);
+    assert_true(after.ok);
+    assert_int_equal(after.rows, before.rows);
+    assert_string_equal(after.msg, before.msg);
+    check_every_filter(st);
+    /* and it goes on: new rows chain on and are found */
+    fill(st, 30);
+    assert_int_equal(audit_store_verify(st, &after, err, sizeof err), 0);
+    assert_true(after.ok);
+    assert_int_equal(after.rows, before.rows + 30);
+    assert_int_equal(count(st, (struct audit_filter){ .agent = "coder" }), 15);
+    check_every_filter(st);
+    audit_store_close(st);
+}
+
+static void test_rows_an_older_daemon_appended_after_the_migration_get_spans(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    fill_many(st);
+    int64_t last = audit_store_last_id(st);
+    fill(st, 30);
+    audit_store_close(st);
+    /* An older sbx-auditd put its indexes back and wrote 30 rows without
+     * spans. */
+    char sql[300];
+    snprintf(sql, sizeof sql, "DELETE FROM event_spans WHERE first_id > %lld;"
+             "CREATE INDEX events_agent ON events(agent_ref);", (long long)last);
+    sql_exec(sql);
+    char err[512];
+    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), 0);
+    assert_int_equal(count(st, (struct audit_filter){ .agent = "coder" }), 15);
+    check_every_filter(st);
+    struct audit_verify v;
+    assert_int_equal(audit_store_verify(st, &v, err, sizeof err), 0);
+    assert_true(v.ok);
+    audit_store_close(st);
+}
+
 static void test_a_missing_store_is_a_clear_error_when_read_only(void **state)
 {
     (void)state;
@@ -593,6 +822,9 @@ int main(void)
         cmocka_unit_test(test_agents_lists_every_run_with_its_end_and_who_killed_it),
         cmocka_unit_test(test_totals_count_the_rows_and_name_the_newest),
         cmocka_unit_test(test_a_read_snapshot_does_not_see_rows_committed_after_it_began),
+        cmocka_unit_test(test_agent_and_since_queries_find_exactly_the_rows_a_scan_finds),
+        cmocka_unit_test(test_an_old_store_is_migrated_and_still_verifies),
+        cmocka_unit_test(test_rows_an_older_daemon_appended_after_the_migration_get_spans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
