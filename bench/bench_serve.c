@@ -14,8 +14,8 @@
  * SBX_BENCH_FORK_SERVER=off measures the pool of fresh sandboxes instead
  * of the fork server (sbx-serve --fork-server off), for a comparison.
  * SBX_BENCH_STABILITY=N instead sends N print(1) requests at concurrency 4
- * and prints the server's RSS every N/10 (the memory-stability run of
- * docs/serve.md; minutes for 100,000).
+ * and prints the server's RSS every 1,000 up to 10,000, then every N/10 (the
+ * memory-stability run of docs/serve.md; an hour or more for 100,000 here).
  * Skipped, with the reason, when the runner (serve-runner.py, or
  * SBX_SERVE_RUNNER) is not there.
  */
