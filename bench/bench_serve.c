@@ -14,8 +14,8 @@
  * SBX_BENCH_FORK_SERVER=off measures the pool of fresh sandboxes instead
  * of the fork server (sbx-serve --fork-server off), for a comparison.
  * SBX_BENCH_STABILITY=N instead sends N print(1) requests at concurrency 4
- * and prints the server's RSS every N/10 (the memory-stability run of
- * docs/serve.md; minutes for 100,000).
+ * and prints the server's RSS every 1,000 up to 10,000, then every N/10 (the
+ * memory-stability run of docs/serve.md; an hour or more for 100,000 here).
  * Skipped, with the reason, when the runner (serve-runner.py, or
  * SBX_SERVE_RUNNER) is not there.
  */
@@ -153,12 +153,17 @@ static double rate(const char *body, int want, int c, double seconds, long *fail
 /* SBX_BENCH_STABILITY: N print(1) at concurrency 4, the RSS as it goes. */
 static void stability(pid_t pid, long n)
 {
-    long step = n / 10 > 0 ? n / 10 : 1, failed = 0;
+    long step, failed = 0;
     double t0 = now_s();
 
     printf("  memory stability: %ld print(1) requests at concurrency 4\n", n);
     printf("    %8d requests: server RSS %ld kB\n", 0, rss_kb(pid));
+    /* A line per 1,000 for the first 10,000 (a slow machine shows a trend
+     * before it reaches the end), then ten lines. */
     for (long sent = 0; sent < n; sent += step) {
+        step = sent < 10000 && n > 10000 ? 1000 : n / 10 > 0 ? n / 10 : 1;
+        if (step > n - sent)
+            step = n - sent;
         struct load l = { "{\"code\":\"print(1)\"}", 200, 0, step, 0, 0, NULL };
         pthread_t th[4];
         for (int i = 0; i < 4; i++)

@@ -786,6 +786,14 @@ def _exit(status):
             pass
     _flush()
     if _STATUS_FD is not None:
+        # The streams end here, not after the kernel has torn down this
+        # copy of the interpreter's memory (exit closes files last): the
+        # answer waits for their end of file.
+        for fd in (1, 2):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         try:
             os.write(_STATUS_FD, b"W" + ((status & 0xFF) << 8).to_bytes(4, sys.byteorder))
         except OSError:
@@ -1016,6 +1024,7 @@ def main_zygote(reader, allowed, pre_imports, hooks):
     itself.  Between two requests it kills what the last one left running
     and empties /tmp: the next child finds the sandbox as the zygote left
     it when it said ready."""
+    import gc
     import signal
     import socket
     import struct
@@ -1027,6 +1036,10 @@ def main_zygote(reader, allowed, pre_imports, hooks):
     sock = socket.socket(fileno=FD_ZYGOTE)
     tmp = os.environ.get("TMPDIR", "/tmp")
     _empty_dir(tmp)
+    # What is loaded now is never collected: a child's collections do not
+    # walk (and so copy) the zygote's objects, only its own.
+    gc.collect()
+    gc.freeze()
     ready()
 
     while True:
@@ -1038,6 +1051,7 @@ def main_zygote(reader, allowed, pre_imports, hooks):
             if len(fds) != 4 or not all(isinstance(msg.get(k), str) and msg[k]
                                         for k in ("id", "agent", "run_id", "token")):
                 raise ProtocolError("a fork request needs id, agent, run_id, token and 4 fds")
+            gc.freeze()
             pid = os.fork()
             if pid == 0:
                 _zygote_child(walls, main, msg, fds)

@@ -93,25 +93,9 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
     res->timed_out = res->killed = false;
     res->killed_by[0] = '\0';
     res->exit_code = 0;
+    res->t_forked = start;
+    res->t_status = 0;
 
-    /* A fork server's child is forked once its code waits in the pipe (as
-     * much as the pipe takes): it runs at once, without waiting for us. */
-    if (box->zmsg) {
-        int fl = fcntl(box->req, F_GETFL);
-        if (fl >= 0 && fcntl(box->req, F_SETFL, fl | O_NONBLOCK) == 0) {
-            while (off < len) {
-                ssize_t n = write(box->req, line + off, len - off);
-                if (n < 0 && errno == EINTR)
-                    continue;
-                if (n < 0)
-                    break;
-                off += (size_t)n;
-            }
-            (void)fcntl(box->req, F_SETFL, fl);
-        }
-        if (serve_zygote_fork(box, err, errsz) < 0)
-            return -1;
-    }
     /* The runner reads one line and closes fd 3; a long line fills the pipe
      * and is written as the runner reads it. */
     while (off < len) {
@@ -170,6 +154,7 @@ int serve_exec_run(struct serve_box *box, const char *line, size_t len, double t
             if (k == (ssize_t)sizeof buf && buf[0] == 'W') {
                 memcpy(&wstatus, buf + 1, sizeof wstatus);
                 have_status = true;
+                res->t_status = serve_now_s();
             } else if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
                 status_gone = true;     /* the init died without a word: killed */
             }

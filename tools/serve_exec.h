@@ -40,6 +40,9 @@ struct serve_result {
     bool killed;                /* by sbx-kill */
     char killed_by[400];        /* "killed by USER: REASON" */
     double ms;                  /* from the code's hand-over to the end */
+    double t_forked, t_status;  /* serve_now_s() when the code was handed
+                                 * over and at the status (0: none), for
+                                 * the trace */
 };
 
 /* Runs CODE (the request's JSON line for the runner, '\n'-terminated) in

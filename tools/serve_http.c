@@ -48,6 +48,12 @@ static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static long running, waiting;
 static bool draining;
 
+/* SBX_SERVE_TRACE=1: a line per execution with the time each stage took
+ * (docs/serve.md "Speed"), to stderr: http (the request read), check (the
+ * validator), take (a sandbox), prepare (the audit row, the line), run (the
+ * code handed over to its status), drain (the status to the pipes' end). */
+static bool trace;
+
 /* 0: a slot is ours; -1: full (queue too); -2: the service is stopping. */
 static int gate_enter(void)
 {
@@ -167,6 +173,7 @@ static void retire(struct serve_box *box, int status, const char *detail)
 
 struct conn {
     double start;
+    double t_body, t_checked, t_taken, t_written;    /* for the trace */
     char rid[24];
     char *body;
     size_t len, cap;
@@ -307,6 +314,7 @@ static void run_code(struct conn *r, const char *code, double timeout, json_t *o
         return;
     }
     box = serve_pool_take(TAKE_TIMEOUT_MS, err, sizeof err);
+    r->t_taken = serve_now_s();
     if (box == NULL) {
         warnx("%s: %s", r->rid, err);
         set_error(a, 503, "error", "No sandbox is available: try again later");
@@ -348,7 +356,17 @@ static void run_code(struct conn *r, const char *code, double timeout, json_t *o
         retire(box, 125, err);
         goto out;
     }
+    r->t_written = serve_now_s();
     exit_detail(res, detail, sizeof detail);
+    if (trace) {
+        double t0 = r->start, ms = 1000.0;
+        fprintf(stderr, "sbx-serve: trace %s http %.2f check %.2f take %.2f prepare %.2f "
+                "run %.2f drain %.2f (ms)\n", r->rid, (r->t_body - t0) * ms,
+                (r->t_checked - r->t_body) * ms, (r->t_taken - r->t_checked) * ms,
+                res->t_forked ? (res->t_forked - r->t_taken) * ms : 0,
+                res->t_status ? (res->t_status - (res->t_forked ? res->t_forked : r->t_taken)) * ms : 0,
+                res->t_status ? (r->t_written - res->t_status) * ms : 0);
+    }
     retire(box, res->exit_code < 0 ? 128 - res->exit_code : res->exit_code, detail);
 
     size_t olen, elen;
@@ -391,6 +409,7 @@ static void execute(struct conn *r, struct answer *a)
     double timeout = 10.0;
     const struct serve_profile *pr = cfg->profile;
 
+    r->t_body = serve_now_s();
     body = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES, &jerr);
     if (body == NULL) {
         char msg[300];
@@ -448,6 +467,7 @@ static void execute(struct conn *r, struct answer *a)
         set_error(a, 500, "error", "The code could not be checked");
         goto out;
     }
+    r->t_checked = serve_now_s();
     /* Enforced stages reject; observed ones are recorded and run. */
     json_t *rejecting = json_array(), *msgs = json_array(), *x;
     size_t i;
@@ -623,6 +643,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 int serve_http_start(int listen_fd, const struct serve_http_cfg *config, char *err, size_t errsz)
 {
     cfg = config;
+    trace = getenv("SBX_SERVE_TRACE") && strcmp(getenv("SBX_SERVE_TRACE"), "1") == 0;
     if (pthread_create(&retire_thread, NULL, retire_main, NULL) != 0) {
         snprintf(err, errsz, "cannot start the retire thread");
         return -1;

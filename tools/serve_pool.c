@@ -191,8 +191,8 @@ static void *pool_main(void *arg)
             st[n_st++] = (struct starting){ b, mono_s() };
             continue;
         }
-        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + MAX_ZYGOTES + MAX_STARTING];
-        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + MAX_ZYGOTES + MAX_STARTING];
+        struct pollfd pf[2 * MAX_POOL + MAX_CHECK + 2 * MAX_ZYGOTES + MAX_STARTING];
+        struct serve_box *who[2 * MAX_POOL + MAX_CHECK + 2 * MAX_ZYGOTES + MAX_STARTING];
         size_t n = 0;
         for (size_t i = 0; i < pool.n_idle; i++) {
             struct serve_box *b = pool.idle[i];
@@ -210,8 +210,8 @@ static void *pool_main(void *arg)
         }
         size_t i_zygote = n, n_zyg = 0;
         if (pool.zygote) {
-            int zfd[MAX_ZYGOTES];
-            n_zyg = serve_zygote_ctl_fds(zfd, MAX_ZYGOTES);
+            int zfd[2 * MAX_ZYGOTES];
+            n_zyg = serve_zygote_ctl_fds(zfd, 2 * MAX_ZYGOTES);
             for (size_t i = 0; i < n_zyg; i++) {
                 who[n] = NULL;
                 pf[n++] = (struct pollfd){ zfd[i], POLLIN, 0 };
@@ -365,7 +365,7 @@ struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz)
     struct serve_box *b = NULL;
 
     if (pool.zygote)
-        return serve_zygote_take(err, errsz);
+        return serve_zygote_take(timeout_ms, err, errsz);
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += timeout_ms / 1000;
     ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;

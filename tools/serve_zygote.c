@@ -45,17 +45,24 @@ struct zygote {
     pid_t host_pid;             /* the zygote's pid in our namespace */
     bool busy;                  /* serving a request (from take to discard) */
     bool forking;               /* its socket is in use (ask_fork) */
+    struct serve_box *next;     /* its forked child waiting for a request, or NULL */
+    pthread_t thread;           /* forks the next child (prepare_main) */
+    bool thread_up;
+    char last_err[256];         /* why the last preparation failed */
 };
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t freed;       /* a zygote became free */
+    pthread_cond_t freed;       /* a prepared child became free */
+    pthread_cond_t want;        /* a zygote needs its next child */
     struct zygote z[MAX_ZYGOTES];
     size_t n;
     int spawner;
+    bool stop;
     const struct serve_spawn_cfg *cfg;
     char cg[128];               /* our pids cgroup ("" without) */
-} zy = { .lock = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER, .spawner = -1 };
+} zy = { .lock = PTHREAD_MUTEX_INITIALIZER, .freed = PTHREAD_COND_INITIALIZER,
+         .want = PTHREAD_COND_INITIALIZER, .spawner = -1 };
 
 static void close_fd(int *fd)
 {
@@ -301,23 +308,6 @@ static void down_one(struct zygote *z, const char *why)
     z->box = NULL;
 }
 
-int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, size_t n,
-                       char *err, size_t errsz)
-{
-    zy.spawner = spawner;
-    zy.cfg = cfg;
-    zy.n = n < 1 ? 1 : n > MAX_ZYGOTES ? MAX_ZYGOTES : n;
-    cg_setup();
-    /* All started first, then waited for: their pythons start in parallel. */
-    for (size_t i = 0; i < zy.n; i++)
-        if (spawn_one(&zy.z[i], err, errsz) < 0)
-            return -1;
-    for (size_t i = 0; i < zy.n; i++)
-        if (wait_one(&zy.z[i], err, errsz) < 0)
-            return -1;
-    return 0;
-}
-
 /* Sends the fork request (JSON and the child's four descriptors) and
  * reads the answer: 0 with *PIDFD and *PID, or -1 with ERR; *DEAD when the
  * zygote itself failed (not only this request). */
@@ -398,12 +388,31 @@ out:
     return rc;
 }
 
-struct serve_box *serve_zygote_take(char *err, size_t errsz)
+/* Drops what BOX kept for its fork. */
+static void fork_done(struct serve_box *b)
+{
+    for (int i = 0; i < 4; i++)
+        close_fd(&b->zfds[i]);
+    if (b->zmsg) {
+        explicit_bzero(b->zmsg, strlen(b->zmsg));
+        free(b->zmsg);
+        b->zmsg = NULL;
+    }
+}
+
+/* Registers the agent of zygote Z's next request and forks its child,
+ * which enters its walls and waits for the code on its pipe (called by
+ * Z's preparing thread only, while Z serves no request).  The box, or
+ * NULL with ERR. */
+static struct serve_box *prepare(struct zygote *z, char *err, size_t errsz)
 {
     struct serve_box *b = calloc(1, sizeof *b);
     int out[2] = { -1, -1 }, errp[2] = { -1, -1 }, reqp[2] = { -1, -1 }, st[2] = { -1, -1 };
     char token[128] = "", *msg = NULL;
     json_t *o = NULL;
+    long pid = 0;
+    bool dead = false;
+    int rc = -1;
 
     if (b == NULL) {
         serve_errf(err, errsz, "out of memory");
@@ -445,26 +454,8 @@ struct serve_box *serve_zygote_take(char *err, size_t errsz)
         serve_errf(err, errsz, "out of memory");
         goto fail;
     }
-    {
-        size_t slot;
-
-        /* A free zygote: one request at a time each (the gate admits at
-         * most as many requests as there are zygotes). */
-        pthread_mutex_lock(&zy.lock);
-        for (;;) {
-            for (slot = 0; slot < zy.n && zy.z[slot].busy; slot++)
-                ;
-            if (slot < zy.n)
-                break;
-            pthread_cond_wait(&zy.freed, &zy.lock);
-        }
-        zy.z[slot].busy = true;
-        pthread_mutex_unlock(&zy.lock);
-        b->zslot = (int)slot + 1;
-    }
-    /* The fork waits for serve_zygote_fork, once the code is in its pipe:
-     * the child then runs without waiting for us. */
     b->zmsg = msg;
+    msg = NULL;
     b->zfds[0] = reqp[0];
     b->zfds[1] = out[1];
     b->zfds[2] = errp[1];
@@ -473,6 +464,43 @@ struct serve_box *serve_zygote_take(char *err, size_t errsz)
     b->err = errp[0];
     b->req = reqp[1];
     b->status = st[0];
+    reqp[0] = out[1] = errp[1] = st[1] = -1;
+    out[0] = errp[0] = reqp[1] = st[0] = -1;
+
+    pthread_mutex_lock(&zy.lock);
+    z->forking = true;
+    pthread_mutex_unlock(&zy.lock);
+    for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
+        if (zy.stop) {
+            serve_errf(err, errsz, "the service is stopping");
+            break;
+        }
+        if (z->box == NULL && start_one(z, err, errsz) < 0)
+            break;
+        rc = ask_fork(z->box->zsock, msg_fds(b), b->zmsg, &pid, &dead, err, errsz);
+        if (rc < 0 && !dead)
+            break;
+        if (rc < 0)
+            down_one(z, err);
+    }
+    pid_t zhost = z->box ? z->host_pid : 0;
+    if (rc == 0 && z->box != NULL)     /* it is: ask_fork ran on it */
+        strlcpy(b->layers, z->box->layers, sizeof b->layers);
+    pthread_mutex_lock(&zy.lock);
+    z->forking = false;
+    pthread_mutex_unlock(&zy.lock);
+    fork_done(b);
+    if (rc < 0)
+        goto fail;
+    /* Its pidfd, for the timeout and sbx-kill: the child waits for its
+     * code, so it is there (unless something killed it). */
+    pid_t host = 0;
+    b->pidfd = child_pidfd(zhost, pid, &host);
+    if (b->pidfd < 0) {
+        serve_errf(err, errsz, "the fork server's child %ld is gone", pid);
+        goto fail;
+    }
+    b->pid = host;
     b->ready = true;
     json_decref(o);
     return b;
@@ -491,57 +519,110 @@ fail:
     return NULL;
 }
 
-/* Drops what BOX kept for its fork. */
-static void fork_done(struct serve_box *b)
+/* Zygote Z's preparing thread: whenever Z serves no request and has no
+ * child waiting, it registers the next request's agent and forks its
+ * child, off the requests' path (docs/serve.md "The fork server"). */
+static void *prepare_main(void *arg)
 {
-    for (int i = 0; i < 4; i++)
-        close_fd(&b->zfds[i]);
-    if (b->zmsg) {
-        explicit_bzero(b->zmsg, strlen(b->zmsg));
-        free(b->zmsg);
-        b->zmsg = NULL;
+    struct zygote *z = arg;
+    unsigned failures = 0;
+
+    pthread_mutex_lock(&zy.lock);
+    while (!zy.stop) {
+        if (z->busy || z->next != NULL) {
+            pthread_cond_wait(&zy.want, &zy.lock);
+            continue;
+        }
+        pthread_mutex_unlock(&zy.lock);
+        char err[512];
+        struct serve_box *b = prepare(z, err, sizeof err);
+        pthread_mutex_lock(&zy.lock);
+        if (b != NULL) {
+            failures = 0;
+            z->next = b;
+            pthread_cond_broadcast(&zy.freed);
+            continue;
+        }
+        strlcpy(z->last_err, err, sizeof z->last_err);
+        if (failures++ % 20 == 0)
+            warnx("fork server: %s", err);
+        pthread_cond_broadcast(&zy.freed);     /* a waiting request may give up */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += failures < 5 ? 50000000L : 500000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (!zy.stop)
+            (void)pthread_cond_timedwait(&zy.want, &zy.lock, &ts);
     }
+    pthread_mutex_unlock(&zy.lock);
+    return NULL;
 }
 
-int serve_zygote_fork(struct serve_box *b, char *err, size_t errsz)
+int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, size_t n,
+                       char *err, size_t errsz)
 {
-    struct zygote *z;
-    long pid = 0;
-    bool dead = false;
-    int rc = -1;
-
-    if (b->zslot <= 0 || b->zmsg == NULL) {
-        serve_errf(err, errsz, "not a request of the fork server");
-        return -1;
+    zy.spawner = spawner;
+    zy.cfg = cfg;
+    zy.n = n < 1 ? 1 : n > MAX_ZYGOTES ? MAX_ZYGOTES : n;
+    cg_setup();
+    /* All started first, then waited for: their pythons start in parallel. */
+    for (size_t i = 0; i < zy.n; i++)
+        if (spawn_one(&zy.z[i], err, errsz) < 0)
+            return -1;
+    for (size_t i = 0; i < zy.n; i++)
+        if (wait_one(&zy.z[i], err, errsz) < 0)
+            return -1;
+    for (size_t i = 0; i < zy.n; i++) {
+        if (pthread_create(&zy.z[i].thread, NULL, prepare_main, &zy.z[i]) != 0) {
+            serve_errf(err, errsz, "cannot start the fork server's threads");
+            return -1;
+        }
+        zy.z[i].thread_up = true;
     }
-    z = &zy.z[b->zslot - 1];
-    pthread_mutex_lock(&zy.lock);
-    z->forking = true;
-    pthread_mutex_unlock(&zy.lock);
-    for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
-        if (z->box == NULL && start_one(z, err, errsz) < 0)
-            break;
-        rc = ask_fork(z->box->zsock, msg_fds(b), b->zmsg, &pid, &dead, err, errsz);
-        if (rc < 0 && !dead)
-            break;
-        if (rc < 0)
-            down_one(z, err);
-    }
-    pid_t zhost = z->box ? z->host_pid : 0;
-    if (rc == 0 && z->box != NULL)     /* it is: ask_fork ran on it */
-        strlcpy(b->layers, z->box->layers, sizeof b->layers);
-    pthread_mutex_lock(&zy.lock);
-    z->forking = false;
-    pthread_mutex_unlock(&zy.lock);
-    fork_done(b);
-    if (rc < 0)
-        return -1;
-    /* Its pidfd, for the timeout and sbx-kill.  The child may already be
-     * gone (a short run): then there is nothing left to kill. */
-    pid_t host = 0;
-    b->pidfd = child_pidfd(zhost, pid, &host);
-    b->pid = b->pidfd >= 0 ? host : 0;
     return 0;
+}
+
+struct serve_box *serve_zygote_take(int timeout_ms, char *err, size_t errsz)
+{
+    struct timespec ts;
+    struct serve_box *b = NULL;
+    size_t slot = 0;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    /* A free zygote with its child waiting: one request at a time each
+     * (the gate admits at most as many requests as there are zygotes). */
+    pthread_mutex_lock(&zy.lock);
+    for (;;) {
+        for (slot = 0; slot < zy.n && (zy.z[slot].busy || zy.z[slot].next == NULL); slot++)
+            ;
+        if (slot < zy.n || zy.stop)
+            break;
+        if (pthread_cond_timedwait(&zy.freed, &zy.lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    if (slot < zy.n) {
+        b = zy.z[slot].next;
+        zy.z[slot].next = NULL;
+        zy.z[slot].busy = true;
+        b->zslot = (int)slot + 1;
+    } else {
+        const char *why = "";
+        for (size_t i = 0; i < zy.n && !why[0]; i++)
+            why = zy.z[i].last_err;
+        serve_errf(err, errsz, "no fork server child became ready within %d ms%s%s",
+                   timeout_ms, why[0] ? ": " : "", why);
+    }
+    pthread_mutex_unlock(&zy.lock);
+    return b;
 }
 
 void serve_zygote_release(struct serve_box *box)
@@ -551,31 +632,79 @@ void serve_zygote_release(struct serve_box *box)
     fork_done(box);
     pthread_mutex_lock(&zy.lock);
     zy.z[box->zslot - 1].busy = false;
-    pthread_cond_signal(&zy.freed);
+    /* Its next child is forked now: the zygote takes the order once this
+     * request's processes are gone and /tmp is empty. */
+    pthread_cond_broadcast(&zy.want);
     pthread_mutex_unlock(&zy.lock);
     box->zslot = 0;
 }
 
 size_t serve_zygote_ctl_fds(int *fds, size_t max)
 {
-    size_t n;
+    size_t n = 0;
 
     pthread_mutex_lock(&zy.lock);
-    for (n = 0; n < zy.n && n < max; n++)
-        fds[n] = zy.z[n].box && !zy.z[n].forking ? zy.z[n].box->ctl : -1;
+    for (size_t i = 0; i < zy.n && n < max; i++)
+        fds[n++] = zy.z[i].box && !zy.z[i].forking ? zy.z[i].box->ctl : -1;
+    for (size_t i = 0; i < zy.n && n < max; i++)
+        fds[n++] = zy.z[i].next && !zy.z[i].busy ? zy.z[i].next->ctl : -1;
     pthread_mutex_unlock(&zy.lock);
     return n;
 }
 
-void serve_zygote_on_ctl(size_t i)
+/* FD has something to read (or its end): the poll that said so may have
+ * seen another box with the same descriptor number, since replaced. */
+static bool readable(int fd)
+{
+    struct pollfd pf = { fd, POLLIN, 0 };
+
+    return fd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+/* A kill order for a waiting child (sbx-kill --all reaches them too): it
+ * is confirmed and ended; its zygote forks another. */
+static void next_on_ctl(size_t i)
 {
     struct sbx_ctl_cmd cmd;
     struct serve_box *b = NULL;
 
     pthread_mutex_lock(&zy.lock);
-    if (i < zy.n && zy.z[i].box != NULL && !zy.z[i].forking) {
+    if (i < zy.n && zy.z[i].next != NULL && !zy.z[i].busy && readable(zy.z[i].next->ctl)) {
+        b = zy.z[i].next;
+        zy.z[i].next = NULL;
+    }
+    pthread_mutex_unlock(&zy.lock);
+    if (b == NULL)
+        return;
+    pthread_mutex_lock(&b->ctl_lock);
+    int r = b->ctl >= 0 ? sbx_ctl_recv_cmd(b->ctl, &cmd) : 0;
+    if (r > 0)
+        (void)sbx_ctl_cmd_done(b->ctl, cmd.req_id, 0, "killed an idle sandbox");
+    pthread_mutex_unlock(&b->ctl_lock);
+    serve_pool_discard(b, 137, r > 0 ? "killed while idle" : "sbx-auditd went away");
+    pthread_mutex_lock(&zy.lock);
+    pthread_cond_broadcast(&zy.want);
+    pthread_mutex_unlock(&zy.lock);
+}
+
+void serve_zygote_on_ctl(size_t i)
+{
+    struct sbx_ctl_cmd cmd;
+    struct serve_box *b = NULL, *next = NULL;
+
+    if (i >= zy.n) {
+        next_on_ctl(i - zy.n);
+        return;
+    }
+    pthread_mutex_lock(&zy.lock);
+    if (zy.z[i].box != NULL && !zy.z[i].forking && readable(zy.z[i].box->ctl)) {
         b = zy.z[i].box;
-        zy.z[i].box = NULL;     /* the next request on this slot starts another */
+        zy.z[i].box = NULL;     /* its preparing thread starts another */
+        if (!zy.z[i].busy) {
+            /* Its waiting child goes with it. */
+            next = zy.z[i].next;
+            zy.z[i].next = NULL;
+        }
     }
     pthread_mutex_unlock(&zy.lock);
     if (b == NULL)
@@ -586,6 +715,11 @@ void serve_zygote_on_ctl(size_t i)
         (void)sbx_ctl_cmd_done(b->ctl, cmd.req_id, 0, "killed the fork server");
     pthread_mutex_unlock(&b->ctl_lock);
     serve_pool_discard(b, 137, r > 0 ? "killed" : "sbx-auditd went away");
+    if (next != NULL)
+        serve_pool_discard(next, 137, "its fork server was killed");
+    pthread_mutex_lock(&zy.lock);
+    pthread_cond_broadcast(&zy.want);
+    pthread_mutex_unlock(&zy.lock);
 }
 
 size_t serve_zygote_up(void)
@@ -594,7 +728,7 @@ size_t serve_zygote_up(void)
 
     pthread_mutex_lock(&zy.lock);
     for (size_t i = 0; i < zy.n; i++)
-        up += zy.z[i].box != NULL && !zy.z[i].busy;
+        up += zy.z[i].box != NULL && zy.z[i].next != NULL && !zy.z[i].busy;
     pthread_mutex_unlock(&zy.lock);
     return up;
 }
@@ -602,11 +736,27 @@ size_t serve_zygote_up(void)
 void serve_zygote_stop(void)
 {
     pthread_mutex_lock(&zy.lock);
+    zy.stop = true;
+    pthread_cond_broadcast(&zy.want);
+    pthread_cond_broadcast(&zy.freed);
+    pthread_mutex_unlock(&zy.lock);
+    /* A thread may be in a fork order: bounded by FORK_TIMEOUT_MS. */
     for (size_t i = 0; i < zy.n; i++)
+        if (zy.z[i].thread_up) {
+            pthread_join(zy.z[i].thread, NULL);
+            zy.z[i].thread_up = false;
+        }
+    pthread_mutex_lock(&zy.lock);
+    for (size_t i = 0; i < zy.n; i++) {
+        if (zy.z[i].next != NULL) {
+            serve_pool_discard(zy.z[i].next, 0, "the service stopped before a request");
+            zy.z[i].next = NULL;
+        }
         if (zy.z[i].box != NULL) {
             serve_pool_discard(zy.z[i].box, 0, "the service stopped");
             zy.z[i].box = NULL;
         }
+    }
     if (zy.cg[0]) {
         /* What serve_zygote_cgroup_remove left (its processes were still
          * going), then ours. */

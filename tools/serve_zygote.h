@@ -14,15 +14,19 @@
  * until it is empty and empties /tmp before it takes the next request.
  * Every request is a fork of the same pristine interpreter.
  *
- * The server registers the request's agent, makes its pipes and hands
- * them to the zygote with the registration's run id and token (SCM_RIGHTS
- * over a SOCK_SEQPACKET socket); the zygote answers with the child's pid,
- * which the server finds in /proc and holds by a pidfd (kills go to its
- * process group; as root it also gets a pids cgroup of its own), and the
- * zygote later writes the child's wait
- * status on the request's own status socket, after killing what the code
- * left running.  The box it gives back is used like a pool box
- * (serve_exec_run, serve_pool_discard).
+ * Each zygote has a child waiting before its request arrives: as soon as
+ * the zygote is free (its last request's processes gone, /tmp emptied), a
+ * thread of the server registers the next request's agent, makes its pipes
+ * and hands them to the zygote with the registration's run id and token
+ * (SCM_RIGHTS over a SOCK_SEQPACKET socket); the zygote forks the child,
+ * which becomes that agent, enters its walls and blocks reading its code.
+ * The zygote answers with the child's pid, which the server finds in /proc
+ * and holds by a pidfd (kills go to its process group; as root the zygote
+ * has a pids cgroup of its own).  A request takes such a child, writes the
+ * code into its pipe and reads the result; the child writes its own wait
+ * status, and the zygote kills what the code left running before it forks
+ * the next one.  The box is used like a pool box (serve_exec_run,
+ * serve_pool_discard).
  *
  * Memory: serve_zygote_take returns a malloc'd box the caller owns
  * (serve_pool_discard frees it).  Errors: 0/pointer, or -1/NULL with ERR.
@@ -41,32 +45,30 @@
 int serve_zygote_start(int spawner, const struct serve_spawn_cfg *cfg, size_t n,
                        char *err, size_t errsz);
 
-/* A box for one request, forked from a free zygote (waiting for one; a
- * zygote that died is started again first).  NULL with ERR. */
-struct serve_box *serve_zygote_take(char *err, size_t errsz);
+/* A box for one request: the waiting child of a free zygote (waiting up
+ * to TIMEOUT_MS for one).  NULL with ERR. */
+struct serve_box *serve_zygote_take(int timeout_ms, char *err, size_t errsz);
 
-/* Forks BOX's child (BOX from serve_zygote_take): called once the code,
- * or as much of it as its pipe takes, is written.  0, or -1 with ERR. */
-int serve_zygote_fork(struct serve_box *box, char *err, size_t errsz);
-
-/* The zygote of BOX serves the next request (serve_pool_discard). */
+/* The zygote of BOX forks its next child (serve_pool_discard). */
 void serve_zygote_release(struct serve_box *box);
 
 /* Removes BOX's pids cgroup, if it has one (after its kill). */
 void serve_zygote_cgroup_remove(struct serve_box *box);
 
-/* The zygotes' registrations (their kill orders) into FDS (-1: down or
- * busy forking); how many. */
+/* The registrations (kill orders) of the zygotes, then of their waiting
+ * children, into FDS (-1: down, busy forking, or none); how many. */
 size_t serve_zygote_ctl_fds(int *fds, size_t max);
 
-/* A kill order arrived for zygote I: confirmed, and the zygote ended with
- * the request it runs (the next request on it starts another). */
+/* A kill order arrived for the I-th of serve_zygote_ctl_fds: confirmed,
+ * and a zygote ends with the request it runs and its waiting child (its
+ * thread starts another), a waiting child ends (its zygote forks
+ * another). */
 void serve_zygote_on_ctl(size_t i);
 
-/* Zygotes up and free (for /metrics). */
+/* Zygotes free with a child waiting (for /metrics). */
 size_t serve_zygote_up(void);
 
-/* Ends the zygote. */
+/* Ends the zygotes, their waiting children and their threads. */
 void serve_zygote_stop(void);
 
 #endif
