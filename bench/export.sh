@@ -15,6 +15,8 @@
 # (imrelp hands each message to the action itself, no queue hop) and
 # omfile writing asynchronously in 256k buffers; the tests use the
 # durable one (written before acknowledged).  Usage: bench/export.sh [ROWS]
+# (SBX_BENCH_EXPORTER=PATH: another build's sbx-audit as the exporter, to
+# compare two builds on the same collector.)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B="$ROOT/${BUILD:-build}"
@@ -66,7 +68,7 @@ ROWS=$(sqlite3 "$SBX_AUDIT_DB" "select count(*) from events")
 # rate (or, with a collector file, the rate until the file has every row),
 # the exporter's and rsyslogd's CPU microseconds per row.
 run_export() {
-    python3 - "$B/bin/sbx-audit" "$1" "${2:-}" "$ROWS" "$RS" <<'PY'
+    python3 - "${SBX_BENCH_EXPORTER:-$B/bin/sbx-audit}" "$1" "${2:-}" "$ROWS" "$RS" <<'PY'
 import os, re, resource, subprocess, sys, time
 exe, url, coll, rows, rs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 def rs_cpu():

@@ -106,8 +106,10 @@ start_fleet() {
     RELAY_PID=$!
     wait_port "$RELP_PORT" || { cat "$T/relay/stderr" >&2; fail "the relay rsyslogd did not start"; }
 }
-# central_rows: the sbx rows the central collector has written so far.
-central_rows() { cat "$T"/central/log/*.log 2>/dev/null | grep -c 'sbx@32473' || true; }
+# central_rows: the distinct sbx rows the central collector has written.
+central_rows() {
+    cat "$T"/central/log/*.log 2>/dev/null | grep -o 'sbx@32473 id="[0-9]*"' | sort -u | wc -l
+}
 # wait_central N: up to 60 s for the collector to have written N rows;
 # then every file it wrote in one, $T/central.log.
 wait_central() {
