@@ -100,6 +100,19 @@ static void add_param(struct batch *b, const char *name, const char *v)
 {
     if (!v)
         return;
+    /* Most values are printable ASCII with nothing to escape: as they are. */
+    size_t plain = 0;
+    while (v[plain] >= 0x20 && v[plain] < 0x7f && v[plain] != '"' && v[plain] != '\\' &&
+           v[plain] != ']')
+        plain++;
+    if (!v[plain]) {
+        add(b, " ", 1);
+        add(b, name, strlen(name));
+        add(b, "=\"", 2);
+        add(b, v, plain);
+        add(b, "\"", 1);
+        return;
+    }
     char *c = audit_utf8_dup(v, true);
     if (!c) {
         b->oom = true;
@@ -150,11 +163,6 @@ static int add_row(const struct audit_row *r, void *arg)
         return 1;
     char hh[2 * (size_t)AUDIT_HASH_LEN + 1];
     export_hex(r->hash, hh);
-    char *json = audit_ocsf_json(r, b->host);
-    if (!json) {
-        b->oom = true;
-        return 1;
-    }
     if (b->syslog) {
         bool deny = r->decision && strcmp(r->decision, "deny") == 0;
         char ts[48];
@@ -171,8 +179,9 @@ static int add_row(const struct audit_row *r, void *arg)
         add_param(b, "layer", r->layer);
         add(b, "] ", 2);
     }
-    add(b, json, strlen(json));
-    free(json);
+    /* the OCSF event, written in place after its header */
+    if (!b->oom && audit_ocsf_append(r, b->host, &b->text, &b->len, &b->cap) < 0)
+        b->oom = true;
     end_msg(b);
     b->last_id = r->id;
     strlcpy(b->last_hash, hh, sizeof b->last_hash);

@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "ocsf.h"
 #include "version.h"
 
@@ -64,33 +62,114 @@ char *audit_utf8_dup(const char *s, bool controls)
     return out;
 }
 
-/* A JSON string of S (null for NULL); invalid UTF-8 escaped as text. */
-static json_t *jstr(const char *s)
+/* ---- a JSON writer ------------------------------------------------------------ */
+
+/* The event is written straight into a growing buffer (no tree of
+ * objects: building one with jansson per row was most of an export's
+ * time).  Members are written in a fixed order; a comma goes before a
+ * member unless it is the first of its object or array. */
+struct jw {
+    char **p;
+    size_t *len, *cap;
+    bool bad;
+};
+
+static void jw_raw(struct jw *w, const char *s, size_t n)
+{
+    if (w->bad)
+        return;
+    if (*w->len + n + 1 > *w->cap) {
+        size_t cap = *w->cap ? *w->cap : 1024;
+        while (cap < *w->len + n + 1)
+            cap *= 2;
+        char *t = realloc(*w->p, cap);
+        if (!t) {
+            w->bad = true;
+            return;
+        }
+        *w->p = t;
+        *w->cap = cap;
+    }
+    memcpy(*w->p + *w->len, s, n);
+    *w->len += n;
+    (*w->p)[*w->len] = '\0';
+}
+
+static void jw_lit(struct jw *w, const char *s)
+{
+    jw_raw(w, s, strlen(s));
+}
+
+/* S as a JSON string: '"', '\\' and controls escaped as JSON does; a byte
+ * that is not part of valid UTF-8 becomes the text \xNN (so "\\xNN"). */
+static void jw_str(struct jw *w, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    jw_raw(w, "\"", 1);
+    size_t run = 0;             /* bytes copied as they are, pending */
+    size_t i = 0;
+    while (u[i]) {
+        size_t n = utf8_len(u + i);
+        unsigned c = u[i];
+        if (n > 0 && c != '"' && c != '\\' && c >= 0x20) {
+            run += n;
+            i += n;
+            continue;
+        }
+        jw_raw(w, (const char *)u + i - run, run);
+        run = 0;
+        char esc[12];
+        if (n == 0)
+            snprintf(esc, sizeof esc, "\\\\x%02x", c);
+        else if (c == '"' || c == '\\')
+            snprintf(esc, sizeof esc, "\\%c", c);
+        else if (c == '\n' || c == '\t' || c == '\r' || c == '\b' || c == '\f')
+            snprintf(esc, sizeof esc, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r'
+                     : c == '\b' ? 'b' : 'f');
+        else
+            snprintf(esc, sizeof esc, "\\u%04X", c);
+        jw_lit(w, esc);
+        i++;
+    }
+    jw_raw(w, s + i - run, run);
+    jw_raw(w, "\"", 1);
+}
+
+/* ,"KEY": (the comma unless the object was just opened) */
+static void jw_key(struct jw *w, const char *key)
+{
+    if (!w->bad && *w->len > 0) {
+        char last = (*w->p)[*w->len - 1];
+        if (last != '{' && last != '[')
+            jw_raw(w, ",", 1);
+    }
+    jw_raw(w, "\"", 1);
+    jw_lit(w, key);
+    jw_raw(w, "\":", 2);
+}
+
+/* KEY: S, left out when S is NULL. */
+static void put_str(struct jw *w, const char *key, const char *s)
 {
     if (!s)
-        return json_null();
-    json_t *j = json_string(s);
-    if (j)
-        return j;
-    char *c = audit_utf8_dup(s, false);
-    if (!c)
-        return NULL;
-    j = json_string(c);
-    free(c);
-    return j;
+        return;
+    jw_key(w, key);
+    jw_str(w, s);
 }
 
-/* Sets KEY of O to V; a NULL V (out of memory) is remembered in *BAD. */
-static void put(json_t *o, const char *key, json_t *v, bool *bad)
+static void put_int(struct jw *w, const char *key, long long v)
 {
-    if (!v || json_object_set_new(o, key, v) < 0)
-        *bad = true;
+    char t[24];
+    int n = snprintf(t, sizeof t, "%lld", v);
+    jw_key(w, key);
+    jw_raw(w, t, (size_t)n);
 }
 
-static void put_str(json_t *o, const char *key, const char *s, bool *bad)
+/* KEY:{ ... close with jw_lit(w, "}") */
+static void put_obj(struct jw *w, const char *key)
 {
-    if (s)
-        put(o, key, jstr(s), bad);
+    jw_key(w, key);
+    jw_raw(w, "{", 1);
 }
 
 /* ---- classes ----------------------------------------------------------------- */
@@ -151,34 +230,28 @@ static const char *class_name(int class_uid)
 
 /* ---- objects ----------------------------------------------------------------- */
 
-/* A file object: path and its last segment. */
-static json_t *file_obj(const char *path, bool *bad)
+/* KEY: a file object, its path and last segment. */
+static void file_obj(struct jw *w, const char *key, const char *path)
 {
-    json_t *f = json_object();
-    if (!f) {
-        *bad = true;
-        return NULL;
-    }
+    put_obj(w, key);
     const char *slash = strrchr(path, '/');
-    put_str(f, "name", slash && slash[1] ? slash + 1 : path, bad);
-    put_str(f, "path", path, bad);
-    put(f, "type_id", json_integer(0), bad);     /* the row does not say */
-    return f;
+    put_str(w, "name", slash && slash[1] ? slash + 1 : path);
+    put_str(w, "path", path);
+    put_int(w, "type_id", 0);   /* the row does not say */
+    jw_lit(w, "}");
 }
 
-/* A network endpoint from "ip:port", "[v6]:port", "host:port" or
- * "unix:/path" (the targets the guard writes). */
-static json_t *endpoint_obj(const char *t, const char *hostname, bool *bad)
+/* KEY: a network endpoint from "ip:port", "[v6]:port", "host:port" or
+ * "unix:/path" (the targets the guard writes); OTHER_HOST names it when
+ * the target has no host name of its own. */
+static void endpoint_obj(struct jw *w, const char *key, const char *t, const char *other_host)
 {
-    json_t *e = json_object();
-    if (!e) {
-        *bad = true;
-        return NULL;
-    }
+    put_obj(w, key);
     char host[512] = "";
     long port = -1;
+    bool named = false;
     if (strncmp(t, "unix:", 5) == 0) {
-        put_str(e, "name", t, bad);
+        put_str(w, "name", t);
     } else {
         const char *colon = strrchr(t, ':');
         const char *h = t, *hend = colon ? colon : t + strlen(t);
@@ -206,26 +279,29 @@ static json_t *endpoint_obj(const char *t, const char *hostname, bool *bad)
          * has some other letter. */
         bool ip = host[0] && strspn(host, "0123456789.:abcdefABCDEF") == strlen(host) &&
                   (strchr(host, '.') || strchr(host, ':'));
-        if (host[0])
-            put_str(e, ip ? "ip" : "hostname", host, bad);
+        if (host[0]) {
+            put_str(w, ip ? "ip" : "hostname", host);
+            named = !ip;
+        }
         if (port >= 0)
-            put(e, "port", json_integer(port), bad);
+            put_int(w, "port", port);
     }
-    if (hostname && *hostname)
-        put_str(e, "hostname", hostname, bad);
-    return e;
+    if (!named)
+        put_str(w, "hostname", other_host);
+    jw_lit(w, "}");
 }
 
-/* Splits "A -> B" (exec and start targets) at the last " -> ". */
-static void split_arrow(const char *t, char **a, const char **b)
+/* Splits "A -> B" (exec and start targets) at the last " -> ": A's
+ * length in *ALEN, B in *B; *B NULL when there is no arrow. */
+static void split_arrow(const char *t, size_t *alen, const char **b)
 {
     const char *arrow = NULL;
     for (const char *p = t; (p = strstr(p, " -> ")) != NULL; p++)
         arrow = p;
-    *a = NULL;
+    *alen = 0;
     *b = NULL;
     if (arrow) {
-        *a = strndup(t, (size_t)(arrow - t));
+        *alen = (size_t)(arrow - t);
         *b = arrow + 4;
     }
 }
@@ -267,71 +343,59 @@ static void hex(const unsigned char h[AUDIT_HASH_LEN], char out[2 * (size_t)AUDI
 }
 
 /* The class-specific objects of R. */
-static void class_objects(json_t *ev, int class_uid, const struct audit_row *r,
-                          const char *hostname, bool *bad)
+static void class_objects(struct jw *w, int class_uid, const struct audit_row *r,
+                          const char *hostname)
 {
     const char *t = r->target ? r->target : "";
     const char *op = r->op ? r->op : "";
     if (class_uid == FILE_ACTIVITY) {
-        put(ev, "file", file_obj(t, bad), bad);
+        file_obj(w, "file", t);
         if (r->target2 && (strcmp(op, "rename") == 0 || strcmp(op, "link") == 0 ||
                            strcmp(op, "symlink") == 0))
-            put(ev, "file_result", file_obj(r->target2, bad), bad);
+            file_obj(w, "file_result", r->target2);
         return;
     }
     if (class_uid == NETWORK_ACTIVITY) {
-        json_t *ep = endpoint_obj(t, NULL, bad);
-        if (ep && r->target2 && !json_object_get(ep, "hostname"))
-            put_str(ep, "hostname", r->target2, bad);
         /* bind names the local end; connect and send the remote one */
         bool local = strcmp(op, "bind") == 0;
-        put(ev, local ? "src_endpoint" : "dst_endpoint", ep, bad);
-        json_t *me = json_object();
-        if (me && hostname)
-            put_str(me, "hostname", hostname, bad);
-        put(ev, local ? "dst_endpoint" : "src_endpoint", me, bad);
+        endpoint_obj(w, local ? "src_endpoint" : "dst_endpoint", t, r->target2);
+        put_obj(w, local ? "dst_endpoint" : "src_endpoint");
+        put_str(w, "hostname", hostname);
+        jw_lit(w, "}");
         return;
     }
     /* Process Activity: the process launched or ended. */
-    json_t *p = json_object();
-    if (!p) {
-        *bad = true;
-        return;
-    }
-    put(p, "pid", json_integer(r->pid), bad);
-    char *a;
+    put_obj(w, "process");
+    put_int(w, "pid", r->pid);
+    size_t alen;
     const char *b;
-    split_arrow(t, &a, &b);
+    split_arrow(t, &alen, &b);
+    char *a = b ? strndup(t, alen) : NULL;
+    if (b && !a)
+        w->bad = true;
     /* Rows keep the program (or command) in target and the command line
      * (or workspace) in target2; older rows joined them with " -> ". */
     if (!b)
         b = r->target2;
     if (strcmp(op, "exec") == 0) {
-        put(p, "file", file_obj(a ? a : t, bad), bad);
-        if (b)
-            put_str(p, "cmd_line", b, bad);
+        file_obj(w, "file", a ? a : t);
+        put_str(w, "cmd_line", b);
     } else if (strcmp(op, "start") == 0) {
-        put_str(p, "cmd_line", a ? a : t, bad);
+        put_str(w, "cmd_line", a ? a : t);
         if (b && strcmp(b, "-") != 0)
-            put_str(p, "working_directory", b, bad);
-    } else if (strcmp(op, "kill") == 0 && r->agent) {
-        put_str(p, "name", r->agent, bad);
+            put_str(w, "working_directory", b);
+    } else if (strcmp(op, "kill") == 0) {
+        put_str(w, "name", r->agent);
     }
     free(a);
-    put(ev, "process", p, bad);
+    jw_lit(w, "}");
 }
 
-char *audit_ocsf_json(const struct audit_row *r, const char *hostname)
+int audit_ocsf_append(const struct audit_row *r, const char *hostname, char **buf, size_t *len,
+                      size_t *cap)
 {
-    bool bad = false;
-    json_t *ev = json_object();
-    json_t *meta = json_object(), *product = json_object(), *actor = json_object();
-    json_t *sbx = json_object(), *unmapped = json_object();
-    char *out = NULL;
-    if (!ev || !meta || !product || !actor || !sbx || !unmapped) {
-        bad = true;
-        goto out;
-    }
+    struct jw w0 = { .p = buf, .len = len, .cap = cap }, *w = &w0;
+    size_t start = *len;
     int cls, act;
     audit_ocsf_class(r->op, &cls, &act);
     int i = find_op(r->op);
@@ -342,126 +406,130 @@ char *audit_ocsf_json(const struct audit_row *r, const char *hostname)
     char type_name[96];
     snprintf(type_name, sizeof type_name, "%s: %s", class_name(cls), act_name);
 
-    put(ev, "class_uid", json_integer(cls), &bad);
-    put_str(ev, "class_name", class_name(cls), &bad);
-    put(ev, "category_uid", json_integer(cls / 1000), &bad);
-    put_str(ev, "category_name", cls / 1000 == 4 ? "Network Activity" : "System Activity", &bad);
-    put(ev, "activity_id", json_integer(act), &bad);
-    put_str(ev, "activity_name", act_name, &bad);
-    put(ev, "type_uid", json_integer((json_int_t)cls * 100 + act), &bad);
-    put_str(ev, "type_name", type_name, &bad);
-    put(ev, "time", json_integer(r->ts_ns / 1000000), &bad);
+    jw_raw(w, "{", 1);
+    put_int(w, "class_uid", cls);
+    put_str(w, "class_name", class_name(cls));
+    put_int(w, "category_uid", cls / 1000);
+    put_str(w, "category_name", cls / 1000 == 4 ? "Network Activity" : "System Activity");
+    put_int(w, "activity_id", act);
+    put_str(w, "activity_name", act_name);
+    put_int(w, "type_uid", (long long)cls * 100 + act);
+    put_str(w, "type_name", type_name);
+    put_int(w, "time", r->ts_ns / 1000000);
     /* Informational for what was allowed, Low for what audit mode would
      * have denied, Medium for a denial: a refused call is what a reader
      * of a fleet's trail looks for first. */
-    put(ev, "severity_id", json_integer(deny ? 3 : would ? 2 : 1), &bad);
-    put_str(ev, "severity", deny ? "Medium" : would ? "Low" : "Informational", &bad);
-    put(ev, "status_id", json_integer(deny ? 2 : 1), &bad);
-    put_str(ev, "status", deny ? "Failure" : "Success", &bad);
+    put_int(w, "severity_id", deny ? 3 : would ? 2 : 1);
+    put_str(w, "severity", deny ? "Medium" : would ? "Low" : "Informational");
+    put_int(w, "status_id", deny ? 2 : 1);
+    put_str(w, "status", deny ? "Failure" : "Success");
     if (r->err) {
         const char *en = strerrorname_np((int)r->err);
-        put_str(ev, "status_code", en ? en : "errno", &bad);
+        put_str(w, "status_code", en ? en : "errno");
     }
-    put_str(ev, "status_detail", r->reason, &bad);
+    put_str(w, "status_detail", r->reason);
     /* security_control profile: the decision itself */
-    put(ev, "action_id", json_integer(deny ? 2 : 1), &bad);
-    put_str(ev, "action", deny ? "Denied" : "Allowed", &bad);
-    put(ev, "disposition_id", json_integer(deny ? 2 : 1), &bad);
-    put_str(ev, "disposition", deny ? "Blocked" : "Allowed", &bad);
+    put_int(w, "action_id", deny ? 2 : 1);
+    put_str(w, "action", deny ? "Denied" : "Allowed");
+    put_int(w, "disposition_id", deny ? 2 : 1);
+    put_str(w, "disposition", deny ? "Blocked" : "Allowed");
 
     char idtxt[24];
     snprintf(idtxt, sizeof idtxt, "%lld", (long long)r->id);
-    put_str(product, "name", "sbx", &bad);
-    put_str(product, "vendor_name", "sbx", &bad);
-    put_str(product, "version", SBX_VERSION, &bad);
-    put_str(meta, "version", AUDIT_OCSF_VERSION, &bad);
-    put(meta, "product", json_incref(product), &bad);
-    put_str(meta, "uid", idtxt, &bad);
-    put(meta, "sequence", json_integer(r->id), &bad);
-    put_str(meta, "log_name", "sbx-audit", &bad);
-    put_str(meta, "correlation_uid", r->run_id, &bad);
-    put(meta, "profiles", json_pack("[ss]", "host", "security_control"), &bad);
-    put(ev, "metadata", json_incref(meta), &bad);
+    put_obj(w, "metadata");
+    put_str(w, "version", AUDIT_OCSF_VERSION);
+    put_obj(w, "product");
+    put_str(w, "name", "sbx");
+    put_str(w, "vendor_name", "sbx");
+    put_str(w, "version", SBX_VERSION);
+    jw_lit(w, "}");
+    put_str(w, "uid", idtxt);
+    put_int(w, "sequence", r->id);
+    put_str(w, "log_name", "sbx-audit");
+    put_str(w, "correlation_uid", r->run_id);
+    jw_key(w, "profiles");
+    jw_lit(w, "[\"host\",\"security_control\"]}");
 
-    json_t *dev = json_object();
-    if (dev) {
-        put_str(dev, "hostname", hostname, &bad);
-        put(dev, "type_id", json_integer(0), &bad);
-    }
-    put(ev, "device", dev, &bad);
+    put_obj(w, "device");
+    put_str(w, "hostname", hostname);
+    put_int(w, "type_id", 0);
+    jw_lit(w, "}");
 
     /* actor: the agent's process, the agent (app) and its run (session),
      * and the policy's verdict with the rule that made it */
-    json_t *proc = json_object(), *user = json_object();
     char uidtxt[24];
     snprintf(uidtxt, sizeof uidtxt, "%lld", (long long)r->uid);
-    if (user)
-        put_str(user, "uid", uidtxt, &bad);
-    if (proc) {
-        put(proc, "pid", json_integer(r->pid), &bad);
-        put(proc, "user", json_incref(user), &bad);
-    }
-    put(actor, "process", proc, &bad);
-    put(actor, "user", user, &bad);
-    put_str(actor, "app_name", r->agent, &bad);
+    put_obj(w, "actor");
+    put_obj(w, "process");
+    put_int(w, "pid", r->pid);
+    put_obj(w, "user");
+    put_str(w, "uid", uidtxt);
+    jw_lit(w, "}}");
+    put_obj(w, "user");
+    put_str(w, "uid", uidtxt);
+    jw_lit(w, "}");
+    put_str(w, "app_name", r->agent);
     if (r->run_id) {
-        json_t *sess = json_object();
-        if (sess)
-            put_str(sess, "uid", r->run_id, &bad);
-        put(actor, "session", sess, &bad);
+        put_obj(w, "session");
+        put_str(w, "uid", r->run_id);
+        jw_lit(w, "}");
     }
     char rfile[4096];
     long rline;
     rule_location(r->rule, rfile, sizeof rfile, &rline);
-    json_t *authz = json_object(), *pol = json_object();
-    if (authz && pol) {
-        put_str(authz, "decision", r->decision, &bad);
-        put_str(pol, "name", r->rule, &bad);
-        if (rline) {
-            char loc[4200];
-            snprintf(loc, sizeof loc, "%s:%ld", rfile, rline);
-            put_str(pol, "uid", loc, &bad);
-        }
-        put_str(pol, "desc", r->reason, &bad);
-        put(authz, "policy", json_incref(pol), &bad);
+    jw_key(w, "authorizations");
+    jw_lit(w, "[{");
+    put_str(w, "decision", r->decision);
+    put_obj(w, "policy");
+    put_str(w, "name", r->rule);
+    if (rline) {
+        char loc[4200];
+        snprintf(loc, sizeof loc, "%s:%ld", rfile, rline);
+        put_str(w, "uid", loc);
     }
-    json_decref(pol);
-    put(actor, "authorizations", authz ? json_pack("[o]", authz) : NULL, &bad);
-    put(ev, "actor", json_incref(actor), &bad);
+    put_str(w, "desc", r->reason);
+    jw_lit(w, "}}]}");
 
-    class_objects(ev, cls, r, hostname, &bad);
+    class_objects(w, cls, r, hostname);
 
     char hh[2 * (size_t)AUDIT_HASH_LEN + 1], ph[2 * (size_t)AUDIT_HASH_LEN + 1];
     hex(r->hash, hh);
     hex(r->prev_hash, ph);
-    put(sbx, "id", json_integer(r->id), &bad);
-    put_str(sbx, "agent", r->agent, &bad);
-    put_str(sbx, "run_id", r->run_id, &bad);
-    put_str(sbx, "op", r->op, &bad);
-    put_str(sbx, "target", r->target, &bad);
-    put_str(sbx, "target2", r->target2, &bad);
-    put_str(sbx, "decision", r->decision, &bad);
-    put_str(sbx, "layer", r->layer, &bad);
-    put_str(sbx, "rule", r->rule, &bad);
+    put_obj(w, "unmapped");
+    put_obj(w, "sbx");
+    put_int(w, "id", r->id);
+    put_str(w, "agent", r->agent);
+    put_str(w, "run_id", r->run_id);
+    put_str(w, "op", r->op);
+    put_str(w, "target", r->target);
+    put_str(w, "target2", r->target2);
+    put_str(w, "decision", r->decision);
+    put_str(w, "layer", r->layer);
+    put_str(w, "rule", r->rule);
     if (rline) {
-        put_str(sbx, "rule_file", rfile, &bad);
-        put(sbx, "rule_line", json_integer(rline), &bad);
+        put_str(w, "rule_file", rfile);
+        put_int(w, "rule_line", rline);
     }
-    put_str(sbx, "reason", r->reason, &bad);
-    put(sbx, "errno", json_integer(r->err), &bad);
-    put(sbx, "flags", json_integer(r->flags), &bad);
-    put_str(sbx, "hash", hh, &bad);
-    put_str(sbx, "prev_hash", ph, &bad);
-    put(unmapped, "sbx", json_incref(sbx), &bad);
-    put(ev, "unmapped", json_incref(unmapped), &bad);
-    if (!bad)
-        out = json_dumps(ev, JSON_COMPACT);
-out:
-    json_decref(ev);
-    json_decref(meta);
-    json_decref(product);
-    json_decref(actor);
-    json_decref(sbx);
-    json_decref(unmapped);
-    return bad ? NULL : out;
+    put_str(w, "reason", r->reason);
+    put_int(w, "errno", r->err);
+    put_int(w, "flags", r->flags);
+    put_str(w, "hash", hh);
+    put_str(w, "prev_hash", ph);
+    jw_lit(w, "}}}");
+    if (w->bad) {
+        *len = start;
+        return -1;
+    }
+    return 0;
+}
+
+char *audit_ocsf_json(const struct audit_row *r, const char *hostname)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    if (audit_ocsf_append(r, hostname, &buf, &len, &cap) < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }

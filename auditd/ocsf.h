@@ -16,8 +16,9 @@
  * raw row) in unmapped.sbx.
  *
  * Strings are copied; a byte that is not UTF-8 is written as the text
- * \xNN (JSON must be UTF-8; paths need not be).  Uses jansson: only the
- * programs that link it (sbx-audit, sbx-auditd) may call this module.
+ * \xNN (JSON must be UTF-8; paths need not be).  The JSON is written
+ * directly (members in a fixed order, compact, escaped as jansson would),
+ * not built as a tree: the exporter formats tens of thousands a second.
  */
 #ifndef SBX_AUDIT_OCSF_H
 #define SBX_AUDIT_OCSF_H
@@ -34,6 +35,12 @@
  * caller frees.  HOSTNAME (may be NULL) becomes device.hostname.  NULL
  * when out of memory. */
 char *audit_ocsf_json(const struct audit_row *row, const char *hostname);
+
+/* The same JSON appended to *BUF (LEN bytes used of CAP, grown with
+ * realloc; *BUF may start NULL, the caller frees it), NUL-terminated.
+ * 0, or -1 when out of memory with *LEN as it was. */
+int audit_ocsf_append(const struct audit_row *row, const char *hostname, char **buf, size_t *len,
+                      size_t *cap);
 
 /* The OCSF class and activity for OP (a row's op text): the class uid and
  * the activity id; unknown ops are Process Activity "Other" (99). */
