@@ -50,7 +50,7 @@ int guard_sup_record(struct guard_sup *gs, int fd, const struct sbx_event_desc *
     struct sbx_msgbuf *b = &gs->buf;
     sbx_ctl_event_format(b, ev, 0);
     sbx_msg_add(b, "noreply", "1");
-    sbx_msg_addf(b, "seq", "%llu", (unsigned long long)(gs->seq + 1));
+    sbx_msg_addf(b, "seq", "%llu", (unsigned long long)gs->seq + 1);
     sbx_msg_addf(b, "ts", "%llu", (unsigned long long)sbx_now_ns());
     if (b->overflow)
         return -1;

@@ -643,7 +643,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 int serve_http_start(int listen_fd, const struct serve_http_cfg *config, char *err, size_t errsz)
 {
     cfg = config;
-    trace = getenv("SBX_SERVE_TRACE") && strcmp(getenv("SBX_SERVE_TRACE"), "1") == 0;
+    const char *tr = getenv("SBX_SERVE_TRACE");
+    trace = tr != NULL && strcmp(tr, "1") == 0;
     if (pthread_create(&retire_thread, NULL, retire_main, NULL) != 0) {
         snprintf(err, errsz, "cannot start the retire thread");
         return -1;

@@ -211,7 +211,7 @@ static void *pool_main(void *arg)
         size_t i_zygote = n, n_zyg = 0;
         if (pool.zygote) {
             int zfd[2 * MAX_ZYGOTES];
-            n_zyg = serve_zygote_ctl_fds(zfd, 2 * MAX_ZYGOTES);
+            n_zyg = serve_zygote_ctl_fds(zfd, (size_t)2 * MAX_ZYGOTES);
             for (size_t i = 0; i < n_zyg; i++) {
                 who[n] = NULL;
                 pf[n++] = (struct pollfd){ zfd[i], POLLIN, 0 };
