@@ -16,14 +16,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bsd/stdlib.h>
 #include <bsd/string.h>
 
 #include "path.h"
@@ -36,6 +39,117 @@ const char *iso_bwrap_path(void)
         if (access(where[i], X_OK) == 0)
             return where[i];
     return NULL;
+}
+
+/* ---- the reporter: the agent's wait status out of bwrap ------------------ */
+
+#define REPORT_FLAG "--sbx-bwrap-report"
+/* The preload travels to the reporter under this name: the reporter is
+ * sbx-guard, which must not run guarded; it sets LD_PRELOAD for the agent. */
+#define REPORT_PRELOAD "SBX_BWRAP_REPORT_PRELOAD"
+
+static bool report_offered;     /* this program called iso_bwrap_report_main */
+
+static void report_nothing(int sig)
+{
+    (void)sig;
+}
+
+/* argv: PROG --sbx-bwrap-report STATUS_FD EXE_FD -- AGENT ARGS...
+ * Runs as bwrap's child, inside the sandbox: forks the agent, waits for it,
+ * sends 'W' and its wait status on STATUS_FD and ends the way bwrap's init
+ * then reports anyway (the code, or 128+N).  Signals sbx-guard relays reach
+ * the agent through the process group; here they only interrupt the wait
+ * (a disposition ignored at start stays ignored, for the agent too). */
+static void __attribute__((noreturn)) report_run(char **argv)
+{
+    static const int relayed[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2,
+                                   SIGPIPE, SIGALRM };
+    const char *e1 = NULL, *e2 = NULL;
+    int sfd = (int)strtonum(argv[2], 0, 1 << 20, &e1);
+    int xfd = (int)strtonum(argv[3], 0, 1 << 20, &e2);
+    char **agent = argv + 5;
+    const char *pre = getenv(REPORT_PRELOAD);
+    int status;
+    pid_t pid;
+
+    if (e1 || e2 || strcmp(argv[4], "--") != 0 || agent[0] == NULL) {
+        fprintf(stderr, "sbx-guard: " REPORT_FLAG ": bad arguments\n");
+        _exit(125);
+    }
+    (void)close(xfd);
+    (void)fcntl(sfd, F_SETFD, FD_CLOEXEC);
+    if (pre) {
+        if (setenv("LD_PRELOAD", pre, 1) < 0)
+            _exit(125);
+        (void)unsetenv(REPORT_PRELOAD);
+    }
+    for (size_t i = 0; i < sizeof relayed / sizeof relayed[0]; i++) {
+        struct sigaction old, sa = { .sa_handler = report_nothing };
+        if (sigaction(relayed[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+            (void)sigaction(relayed[i], &sa, NULL);
+    }
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "bwrap: fork: %s\n", strerror(errno));
+        _exit(1);
+    }
+    if (pid == 0) {
+        /* Caught dispositions become the default again at exec. */
+        execvp(agent[0], agent);
+        fprintf(stderr, "bwrap: execvp %s: %s\n", agent[0], strerror(errno));
+        _exit(1);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            _exit(125);
+    {
+        char buf[1 + sizeof status] = { 'W' };
+        memcpy(buf + 1, &status, sizeof status);
+        (void)!send(sfd, buf, sizeof buf, MSG_NOSIGNAL);
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status)
+          : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 125);
+}
+
+void iso_bwrap_report_main(int argc, char **argv)
+{
+    if (argc >= 6 && strcmp(argv[1], REPORT_FLAG) == 0)
+        report_run(argv);
+    report_offered = true;
+}
+
+/* bwrap's ARGV with the reporter put before the agent (after the first
+ * "--") and the preload renamed for it; ARGV is freed.  NULL when out of
+ * memory. */
+static char **with_reporter(char **argv, int status_fd, int exe_fd)
+{
+    struct iso_argv a = { 0 };
+    bool agent = false;
+    for (size_t i = 0; argv[i]; i++) {
+        if (!agent && strcmp(argv[i], "--setenv") == 0 && argv[i + 1]
+            && strcmp(argv[i + 1], "LD_PRELOAD") == 0) {
+            iso_argv_add(&a, argv[i]);
+            iso_argv_add(&a, REPORT_PRELOAD);
+            i++;
+            continue;
+        }
+        iso_argv_add(&a, argv[i]);
+        if (!agent && strcmp(argv[i], "--") == 0) {
+            agent = true;
+            iso_argv_addf(&a, "/proc/self/fd/%d", exe_fd);
+            iso_argv_add(&a, REPORT_FLAG);
+            iso_argv_addf(&a, "%d", status_fd);
+            iso_argv_addf(&a, "%d", exe_fd);
+            iso_argv_add(&a, "--");
+        }
+    }
+    iso_argv_free(argv);
+    if (a.oom || !agent) {
+        iso_argv_free(a.v);
+        return NULL;
+    }
+    return a.v;
 }
 
 /* Puts back, after tmpfs covers DIR, the keeps that lived under it. */
@@ -170,7 +284,7 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     bool tty = iso_tty_foreground();
     char **argv = NULL, **envp = NULL;
     int sfd = -1, pfd[2] = { -1, -1 }, rc = -1;
-    int report[2];
+    int report[2], sp[2] = { -1, -1 }, xfd = -1;
     pid_t pid;
     ssize_t n;
 
@@ -197,6 +311,19 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     argv = iso_bwrap_argv(req, mp, net, sfd, err, errsz);
     if (argv == NULL)
         goto out;
+    /* The reporter (iso_bwrap_report_main), where this program offers it:
+     * this very executable, by descriptor, and a socket for the status. */
+    if (report_offered) {
+        xfd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        if (xfd < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+            iso_errf(err, errsz, "bwrap: the status reporter: %s", strerror(errno));
+            goto out;
+        }
+        if ((argv = with_reporter(argv, sp[1], xfd)) == NULL) {
+            iso_errf(err, errsz, "bwrap: out of memory");
+            goto out;
+        }
+    }
     {
         size_t n_env = 0, k = 0;
         while (req->envp && req->envp[n_env])
@@ -237,6 +364,12 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
             what = "seccomp fd";
             goto child_fail;
         }
+        /* and the reporter its program and its socket */
+        if (xfd >= 0 && (fcntl(xfd, F_SETFD, 0) < 0 || fcntl(sp[1], F_SETFD, 0) < 0)) {
+            e = errno;
+            what = "status reporter fds";
+            goto child_fail;
+        }
         /* argv[0] is bwrap's path, the first flag added: a NULL argv never gets
          * here.  The analyzer reaches NULL only by letting the count wrap
          * around SIZE_MAX. */
@@ -273,7 +406,8 @@ int iso_spawn_bwrap(const struct iso_request *req, struct iso_child *child,
     /* --die-with-parent: bwrap's own init dies with it, and with the pid
      * namespace gone every process of the agent goes too. */
     child->pidns = true;
-    child->status_fd = -1;
+    child->status_fd = sp[0];
+    sp[0] = -1;
     snprintf(child->layers, sizeof child->layers,
              "%sbwrap,userns,pidns,mntns,ipcns,utsns%s,seccomp,rlimits",
              child->guard ? "guard," : "", net ? ",netns" : "");
@@ -285,6 +419,11 @@ out:
         close(pfd[1]);
     if (sfd >= 0)
         close(sfd);
+    for (int i = 0; i < 2; i++)
+        if (sp[i] >= 0)
+            close(sp[i]);
+    if (xfd >= 0)
+        close(xfd);
     iso_argv_free(argv);
     free(envp);
     iso_bpf_free(&bpf);

@@ -145,12 +145,24 @@ bool iso_tty_foreground(void);
  * starts with every signal at its default but SIGXFSZ. */
 void iso_keep_inherited_ignores(void);
 
+/* Added.  The agent's wait status under bwrap: bwrap's init exits 128+N
+ * when the agent died of signal N, as an agent's own `exit 128+N` does, so
+ * bwrap runs a reporter first (this program again, from /proc/self/fd: no
+ * path of ours needs to be visible inside) that waits for the agent and
+ * hands its status out on child->status_fd.  A program that calls this
+ * first thing in main (sbx-guard) offers that mode: when ARGV asks for it,
+ * this runs the reporter and does not return; else it returns and
+ * iso_spawn_bwrap may use it.  Without the call (sbx-serve) bwrap's exit
+ * status is all there is. */
+void iso_bwrap_report_main(int argc, char **argv);
+
 /* Added.  After waitpid(child->pid) returned STATUS: the agent's own wait
  * status.  With a pid namespace, child->pid is the sandbox's init, which
  * exits with 128+N when the agent died of signal N (an init cannot re-raise
  * most signals on itself); this recovers the signal from what the init
  * reported.  Under gvisor, runsc exits 128+N the same way; the signal comes
- * from runsc's log, read by iso_child_cleanup (call that first).  Returns
+ * from runsc's log, read by iso_child_cleanup (call that first); under
+ * bwrap from the reporter (iso_bwrap_report_main).  Returns
  * STATUS unchanged when nothing better is known.  Closes child->status_fd. */
 int iso_child_status(struct iso_child *child, int status);
 

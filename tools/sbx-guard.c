@@ -1046,6 +1046,9 @@ int main(int argc, char **argv)
     struct guard g = { .ctl = -1, .child.notify_fd = -1 };
     /* getopt's messages begin with argv[0]: the name err(3) uses too. */
     const char *invoked_as = argv[0];
+    /* Under --isolation bwrap this program is also the reporter of the
+     * agent's wait status, inside the sandbox (isolate.h). */
+    iso_bwrap_report_main(argc, argv);
     iso_keep_inherited_ignores();
     argv[0] = program_invocation_short_name;
     parse_args(argc, argv, &r.o);
