@@ -1014,6 +1014,15 @@ static int run_agent(struct run *r, struct guard *g, char *detail, size_t dsz)
         guard_notice_finish(g->notice);
     }
     int code = exit_code_of(status, detail, dsz);
+    /* podman and docker give the container's exit code only, 128+N for a
+     * death by signal N as for an `exit 128+N` (their inspect has no
+     * signal either): the row says it cannot tell. */
+    if (g->child.container[0] && WIFEXITED(status) && code > 128 && code <= 128 + 64) {
+        char more[160];
+        snprintf(more, sizeof more, " (or killed by signal %d (%s): the engine does not tell "
+                 "which)", code - 128, strsignal(code - 128));
+        strlcat(detail, more, dsz);
+    }
     if (g->killed && g->kill_detail[0]) {
         strlcat(detail, "; ", dsz);
         strlcat(detail, g->kill_detail, dsz);

@@ -107,6 +107,13 @@ in_engine() {
         || true
     assert_contains "$out" "done"
     expect_row agent="c$e" op=open-read decision=deny layer=guard "target~/.env"
+    # The engine gives the exit code only: a death by SIGSEGV is 139, and
+    # the row says that it cannot tell it from an `exit 139`.
+    rs=0
+    guard --isolation "$e" --image "$IMAGE" --name "s$e" -- /bin/sh -c 'kill -SEGV $$' \
+        >/dev/null 2>&1 || rs=$?
+    assert_eq "$rs" 139
+    expect_row agent="s$e" op=exit "target~exited 139 (or killed by signal 11"
     rc=0
     guard --isolation "$e" --image "$IMAGE" --name "k$e" -- /bin/sleep 60 >/dev/null 2>&1 &
     gpid=$!
