@@ -133,7 +133,10 @@ int iso_print(const struct iso_request *req, FILE *out)
         fprintf(out, "bubblewrap (fd 3: the seccomp filter below, without user notification):\n ");
         for (size_t i = 0; argv[i]; i++)
             fprintf(out, " %s", argv[i]);
-        fprintf(out, "\nnot available with bwrap: Landlock, the supervisor\n");
+        fprintf(out, "\nunder sbx-guard, the agent after \"--\" is preceded by sbx-guard's own status\n"
+                     "reporter (/proc/self/fd/N --sbx-bwrap-report S N --), and LD_PRELOAD is\n"
+                     "passed to it as SBX_BWRAP_REPORT_PRELOAD (docs/isolation.md)\n");
+        fprintf(out, "not available with bwrap: Landlock, the supervisor\n");
         fprintf(out, "net: %s\n", netns_nosup
                 ? "new, only lo (the policy allows unix: sockets at most; those it allows\n"
                   "  stay reachable through the mounts)"
