@@ -167,9 +167,9 @@ static int prepare(struct audit_store *st)
     static const char kill[] =
         "UPDATE agents SET killed_by=?, kill_reason=? WHERE run_id=?";
     /* The same INSERT for STORE_ROWS_MULTI rows at once. */
-    char multi[sizeof ins + STORE_ROWS_MULTI * 40];
+    char multi[sizeof ins + (size_t)STORE_ROWS_MULTI * 40];
     size_t n = strlcpy(multi, ins, sizeof multi);
-    for (int i = 1; i < STORE_ROWS_MULTI && n < sizeof multi; i++)
+    for (unsigned i = 1; i < STORE_ROWS_MULTI && n < sizeof multi; i++)
         n += strlcpy(multi + n, ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", sizeof multi - n);
     if (n >= sizeof multi) {
         snprintf(st->errmsg, sizeof st->errmsg, "preparing statements: INSERT too long");

@@ -19,7 +19,7 @@ struct store_span {
  * one INSERT of that many rows (one statement run per row cost a cursor
  * opened, a B-tree descent and closed each time), the rest at the commit.
  * Each keeps a copy of its strings. */
-#define STORE_ROWS_MULTI 16
+#define STORE_ROWS_MULTI 16u
 struct store_pending {
     int64_t id, ts, pid, uid, err, flags, agent_ref;
     size_t off[9], len[9];      /* in buf; off SIZE_MAX for NULL */
