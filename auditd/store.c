@@ -166,7 +166,17 @@ static int prepare(struct audit_store *st)
         "UPDATE agents SET ended=?, exit_status=?, exit_detail=? WHERE run_id=?";
     static const char kill[] =
         "UPDATE agents SET killed_by=?, kill_reason=? WHERE run_id=?";
+    /* The same INSERT for STORE_ROWS_MULTI rows at once. */
+    char multi[sizeof ins + (size_t)STORE_ROWS_MULTI * 40];
+    size_t n = strlcpy(multi, ins, sizeof multi);
+    for (unsigned i = 1; i < STORE_ROWS_MULTI && n < sizeof multi; i++)
+        n += strlcpy(multi + n, ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", sizeof multi - n);
+    if (n >= sizeof multi) {
+        snprintf(st->errmsg, sizeof st->errmsg, "preparing statements: INSERT too long");
+        return -1;
+    }
     if (sqlite3_prepare_v3(st->db, ins, -1, SQLITE_PREPARE_PERSISTENT, &st->ins, NULL) ||
+        sqlite3_prepare_v3(st->db, multi, -1, SQLITE_PREPARE_PERSISTENT, &st->ins_multi, NULL) ||
         sqlite3_prepare_v3(st->db, ag, -1, SQLITE_PREPARE_PERSISTENT, &st->agent_ins, NULL) ||
         sqlite3_prepare_v3(st->db, end, -1, SQLITE_PREPARE_PERSISTENT, &st->agent_end, NULL) ||
         sqlite3_prepare_v3(st->db, kill, -1, SQLITE_PREPARE_PERSISTENT, &st->agent_kill, NULL)) {
@@ -330,6 +340,9 @@ void audit_store_close(struct audit_store *st)
     if (st->head_dirty && !st->ro)
         (void)write_head(st, false);
     sqlite3_finalize(st->ins);
+    sqlite3_finalize(st->ins_multi);
+    for (size_t i = 0; i < STORE_ROWS_MULTI; i++)
+        free(st->pend[i].buf);
     sqlite3_finalize(st->agent_ins);
     sqlite3_finalize(st->agent_end);
     sqlite3_finalize(st->agent_kill);
@@ -485,6 +498,95 @@ static void bind_text_len(sqlite3_stmt *q, int i, const char *s, size_t len)
         sqlite3_bind_null(q, i);
 }
 
+/* Binds pending row P as the 18 parameters from BASE + 1 on. */
+static void bind_pending(sqlite3_stmt *q, int base, const struct store_pending *p)
+{
+    sqlite3_bind_int64(q, base + 1, p->id);
+    sqlite3_bind_int64(q, base + 2, p->ts);
+    static const int col[9] = { 3, 4, 7, 8, 9, 10, 11, 12, 13 };
+    for (int i = 0; i < 9; i++)
+        bind_text_len(q, base + col[i], p->off[i] == SIZE_MAX ? NULL : p->buf + p->off[i],
+                      p->len[i]);
+    sqlite3_bind_int64(q, base + 5, p->pid);
+    sqlite3_bind_int64(q, base + 6, p->uid);
+    sqlite3_bind_int64(q, base + 14, p->err);
+    sqlite3_bind_int64(q, base + 15, p->flags);
+    sqlite3_bind_blob(q, base + 16, p->prev, AUDIT_HASH_LEN, SQLITE_STATIC);
+    sqlite3_bind_blob(q, base + 17, p->hash, AUDIT_HASH_LEN, SQLITE_STATIC);
+    if (p->agent_ref > 0)
+        sqlite3_bind_int64(q, base + 18, p->agent_ref);
+    else
+        sqlite3_bind_null(q, base + 18);
+}
+
+static int run_insert(struct audit_store *st, sqlite3_stmt *q)
+{
+    /* Every parameter is bound on every run: no clear_bindings needed. */
+    int s = sqlite3_step(q);
+    sqlite3_reset(q);
+    if (s != SQLITE_DONE) {
+        fail_batch(st, "inserting an event");
+        return -1;
+    }
+    return 0;
+}
+
+int store_rows_flush(struct audit_store *st)
+{
+    size_t n = st->n_pend;
+    st->n_pend = 0;
+    if (n == STORE_ROWS_MULTI) {
+        for (size_t i = 0; i < n; i++)
+            bind_pending(st->ins_multi, (int)i * 18, &st->pend[i]);
+        return run_insert(st, st->ins_multi);
+    }
+    for (size_t i = 0; i < n; i++) {
+        bind_pending(st->ins, 0, &st->pend[i]);
+        if (run_insert(st, st->ins) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Keeps a copy of row R (its strings STR, LEN) to be inserted. */
+static int pend_row(struct audit_store *st, const struct audit_row *r, const char *const str[9],
+                    const size_t len[9])
+{
+    struct store_pending *p = &st->pend[st->n_pend];
+    size_t need = 0;
+    for (int i = 0; i < 9; i++)
+        need += str[i] ? len[i] + 1 : 0;
+    if (need > p->cap) {
+        size_t cap = need < 512 ? 512 : need;
+        char *b = realloc(p->buf, cap);
+        if (!b) {
+            snprintf(st->errmsg, sizeof st->errmsg, "inserting an event: out of memory");
+            audit_store_rollback(st);
+            return -1;
+        }
+        p->buf = b;
+        p->cap = cap;
+    }
+    size_t off = 0;
+    for (int i = 0; i < 9; i++) {
+        p->len[i] = len[i];
+        if (!str[i]) {
+            p->off[i] = SIZE_MAX;
+            continue;
+        }
+        memcpy(p->buf + off, str[i], len[i]);
+        p->buf[off + len[i]] = '\0';
+        p->off[i] = off;
+        off += len[i] + 1;
+    }
+    p->id = r->id, p->ts = r->ts_ns, p->pid = r->pid, p->uid = r->uid;
+    p->err = r->err, p->flags = r->flags, p->agent_ref = r->agent_ref;
+    memcpy(p->prev, r->prev_hash, AUDIT_HASH_LEN);
+    memcpy(p->hash, r->hash, AUDIT_HASH_LEN);
+    st->n_pend++;
+    return 0;
+}
+
 int audit_store_append(struct audit_store *st, struct audit_row *r)
 {
     if (begin(st) < 0)
@@ -495,30 +597,10 @@ int audit_store_append(struct audit_store *st, struct audit_row *r)
     size_t len[9];
     row_strings(r, str, len);
     row_hash(r->prev_hash, r, str, len, r->hash);
-    sqlite3_stmt *q = st->ins;
-    sqlite3_bind_int64(q, 1, r->id);
-    sqlite3_bind_int64(q, 2, r->ts_ns);
-    bind_text_len(q, 3, str[0], len[0]);
-    bind_text_len(q, 4, str[1], len[1]);
-    sqlite3_bind_int64(q, 5, r->pid);
-    sqlite3_bind_int64(q, 6, r->uid);
-    for (int i = 2; i < 9; i++)
-        bind_text_len(q, 5 + i, str[i], len[i]);
-    sqlite3_bind_int64(q, 14, r->err);
-    sqlite3_bind_int64(q, 15, r->flags);
-    sqlite3_bind_blob(q, 16, r->prev_hash, AUDIT_HASH_LEN, SQLITE_STATIC);
-    sqlite3_bind_blob(q, 17, r->hash, AUDIT_HASH_LEN, SQLITE_STATIC);
-    if (r->agent_ref > 0)
-        sqlite3_bind_int64(q, 18, r->agent_ref);
-    else
-        sqlite3_bind_null(q, 18);
-    /* Every parameter is bound on every row: no clear_bindings needed. */
-    int s = sqlite3_step(q);
-    sqlite3_reset(q);
-    if (s != SQLITE_DONE) {
-        fail_batch(st, "inserting an event");
+    if (pend_row(st, r, str, len) < 0)
         return -1;
-    }
+    if (st->n_pend == STORE_ROWS_MULTI && store_rows_flush(st) < 0)
+        return -1;
     if (store_spans_note(st, r) < 0) {
         audit_store_rollback(st);
         return -1;
@@ -598,6 +680,7 @@ void audit_store_rollback(struct audit_store *st)
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     st->in_txn = false;
     st->pending = 0;
+    st->n_pend = 0;
     st->t_id = st->last_id;
     memcpy(st->t_hash, st->last_hash, AUDIT_HASH_LEN);
     store_spans_reset(st);
@@ -658,7 +741,7 @@ int audit_store_commit(struct audit_store *st, bool durable)
         audit_store_rollback(st);
         return -1;
     }
-    if (store_spans_flush(st) < 0) {
+    if (store_rows_flush(st) < 0 || store_spans_flush(st) < 0) {
         audit_store_rollback(st);
         return -1;
     }

@@ -15,6 +15,18 @@ struct store_span {
 };
 /* Distinct agents in one batch before its spans are written out early. */
 #define STORE_SPANS_MAX 32
+/* Rows appended but not yet inserted: they go in by STORE_ROWS_MULTI in
+ * one INSERT of that many rows (one statement run per row cost a cursor
+ * opened, a B-tree descent and closed each time), the rest at the commit.
+ * Each keeps a copy of its strings. */
+#define STORE_ROWS_MULTI 16u
+struct store_pending {
+    int64_t id, ts, pid, uid, err, flags, agent_ref;
+    size_t off[9], len[9];      /* in buf; off SIZE_MAX for NULL */
+    unsigned char prev[AUDIT_HASH_LEN], hash[AUDIT_HASH_LEN];
+    char *buf;
+    size_t cap;
+};
 
 struct audit_store {
     sqlite3 *db;
@@ -23,7 +35,7 @@ struct audit_store {
     bool size_draining;                     /* retention: over the cap, trimming to 80% */
     char path[4096];
     char head[4104];
-    sqlite3_stmt *ins, *agent_ins, *agent_end, *agent_kill;
+    sqlite3_stmt *ins, *ins_multi, *agent_ins, *agent_end, *agent_kill;
     bool in_txn;
     size_t pending;
     int64_t last_id;                        /* committed chain end */
@@ -36,6 +48,8 @@ struct audit_store {
      * row up to the committed end (ts_max) and up to the batch's end. */
     struct store_span spans[STORE_SPANS_MAX];
     size_t n_spans;
+    struct store_pending pend[STORE_ROWS_MULTI];
+    size_t n_pend;
     int64_t ts_max, t_ts_max;
     sqlite3_stmt *span_ins;
     bool has_spans;                         /* event_spans exists (read-only
@@ -75,6 +89,10 @@ int store_mark_home(struct audit_store *st);
  * anchor an older store kept in meta); id 0 and a zero hash when nothing
  * was ever removed. */
 int store_pruned_anchor(struct audit_store *st, int64_t *id, unsigned char hash[AUDIT_HASH_LEN]);
+/* Inserts the rows appended but not yet inserted (before the commit and
+ * before anything reads events on the writer's connection).  0 / -1
+ * (errmsg; the batch is rolled back). */
+int store_rows_flush(struct audit_store *st);
 /* Opens the batch (BEGIN IMMEDIATE) if none is open.  0 / -1 (errmsg). */
 int store_begin(struct audit_store *st);
 /* store_spans.c: the coarse index that replaced events' two B-tree

@@ -16,19 +16,11 @@
 
 #include "size.h"
 #include "store.h"
-
-static char path[4096];
-static int seq;
+#include "store_fixture.h"
 
 static struct audit_store *fresh(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/retention-%d-%d/audit.db", tmp ? tmp : "/tmp",
-             (int)getpid(), ++seq);
-    struct audit_store *st;
-    char err[512];
-    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), 0);
-    return st;
+    return fixture_fresh("retention");
 }
 
 /* N rows with ts = T0 + i seconds and a target of PAD bytes. */
@@ -51,31 +43,6 @@ static void fill(struct audit_store *st, int n, int64_t t0_s, size_t pad)
             assert_int_equal(audit_store_commit(st, false), 0);
     }
     assert_int_equal(audit_store_commit(st, true), 0);
-}
-
-static void sql(const char *q)
-{
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, q, NULL, NULL, &msg);
-    if (rc != SQLITE_OK)
-        fprintf(stderr, "%s: %s\n", q, msg);
-    assert_int_equal(rc, SQLITE_OK);
-    sqlite3_close(db);
-}
-
-static int64_t sql_int(const char *q)
-{
-    sqlite3 *db;
-    sqlite3_stmt *s;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, q, -1, &s, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    sqlite3_close(db);
-    return v;
 }
 
 /* verify, read-only like sbx-audit */
@@ -192,7 +159,7 @@ static void test_verify_detects_an_altered_checkpoint_hash(void **state)
     struct audit_removal res;
     assert_int_equal(audit_store_retain(st, &p, &res), 0);
     audit_store_close(st);
-    sql("UPDATE checkpoints SET last_hash = zeroblob(32)");
+    sql_exec("UPDATE checkpoints SET last_hash = zeroblob(32)");
     struct audit_verify v = verify();
     assert_false(v.ok);
     assert_int_equal(v.bad_id, 11);
@@ -209,7 +176,7 @@ static void test_verify_detects_rows_deleted_behind_a_moved_checkpoint(void **st
     audit_store_close(st);
     /* Someone removes rows 11-15 and moves the checkpoint so that the
      * chain still starts cleanly at row 16 (its prev_hash is row 15's). */
-    sql("UPDATE checkpoints SET last_id = 15, "
+    sql_exec("UPDATE checkpoints SET last_id = 15, "
         "last_hash = (SELECT prev_hash FROM events WHERE id = 16);"
         "DELETE FROM events WHERE id <= 15");
     struct audit_verify v = verify();
@@ -229,15 +196,15 @@ static void test_verify_detects_a_deleted_checkpoint_and_a_deleted_removal_row(v
     fill(st, 2, 5000, 10);
     audit_store_close(st);
     /* the checkpoint gone: the chain starts with a gap */
-    sql("CREATE TABLE saved AS SELECT * FROM checkpoints; DELETE FROM checkpoints");
+    sql_exec("CREATE TABLE saved AS SELECT * FROM checkpoints; DELETE FROM checkpoints");
     struct audit_verify v = verify();
     assert_false(v.ok);
     assert_int_equal(v.bad_id, 11);
-    sql("INSERT INTO checkpoints SELECT * FROM saved; DROP TABLE saved");
+    sql_exec("INSERT INTO checkpoints SELECT * FROM saved; DROP TABLE saved");
     assert_true(verify().ok);
     /* the row that recorded it gone (and the rows after it re-chained
      * would need the head file too): named as missing */
-    sql("DELETE FROM events WHERE id = 31");
+    sql_exec("DELETE FROM events WHERE id = 31");
     v = verify();
     assert_false(v.ok);
 }
@@ -278,7 +245,7 @@ static void test_unexported_rows_are_never_removed(void **state)
     struct audit_store *st = fresh();
     fill(st, 100, 1000, 10);
     /* two sinks; one has acknowledged up to row 30, the other 70 */
-    sql("INSERT INTO export_watermark(sink, row_id) VALUES('relp://a', 30), ('file:b', 70)");
+    sql_exec("INSERT INTO export_watermark(sink, row_id) VALUES('relp://a', 30), ('file:b', 70)");
     int64_t floor;
     assert_int_equal(audit_store_export_floor(st, false, &floor), 0);
     assert_int_equal(floor, 31);
@@ -293,13 +260,13 @@ static void test_unexported_rows_are_never_removed(void **state)
     /* the size cap waits for the exporter too */
     struct audit_retention cap = { .max_bytes = 1 << 20, .rule = "r" };
     fill(st, 3000, 2000, 400);
-    sql("UPDATE export_watermark SET row_id = 40 WHERE sink = 'relp://a'");
+    sql_exec("UPDATE export_watermark SET row_id = 40 WHERE sink = 'relp://a'");
     do
         assert_int_equal(audit_store_retain(st, &cap, &res), 0);
     while (res.more);
     assert_int_equal(sql_int("SELECT min(id) FROM events"), 41);
     /* export on, nothing acknowledged yet: nothing goes */
-    sql("DELETE FROM export_watermark");
+    sql_exec("DELETE FROM export_watermark");
     audit_store_set_export_required(st, true);
     assert_int_equal(audit_store_retain(st, &p, &res), 0);
     assert_int_equal(res.rows, 0);

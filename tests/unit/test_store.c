@@ -18,18 +18,11 @@
 
 #include "sha256.h"
 #include "store.h"
-
-static char path[4096];
-static int seq;
+#include "store_fixture.h"
 
 static struct audit_store *fresh(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/store-%d-%d/audit.db", tmp ? tmp : "/tmp", (int)getpid(), ++seq);
-    struct audit_store *st;
-    char err[512];
-    assert_int_equal(audit_store_open(path, false, &st, err, sizeof err), 0);
-    return st;
+    return fixture_fresh("store");
 }
 
 static const char *agents[] = { "coder", "tester" };
@@ -294,6 +287,50 @@ static void test_a_rolled_back_batch_leaves_the_chain_where_it_was(void **state)
     char err[256];
     assert_int_equal(audit_store_verify(st, &v, err, sizeof err), 0);
     assert_true(v.ok);
+    audit_store_close(st);
+}
+
+/* Appends N rows with ts FIRST.., targets "/ws/groupI" built in one reused
+ * buffer (as the daemon's decoded ring records are). */
+static void append_reused(struct audit_store *st, int first, int n)
+{
+    char target[64];
+    for (int i = first; i < first + n; i++) {
+        snprintf(target, sizeof target, "/ws/group%d", i);
+        struct audit_row r = { .ts_ns = i, .agent = "coder", .op = "open-read", .target = target,
+                               .decision = "allow", .layer = "guard", .err = i };
+        assert_int_equal(audit_store_append(st, &r), 0);
+        memset(target, 'x', sizeof target - 1);
+    }
+}
+
+/* The store inserts rows by groups (several per INSERT) and the rest at the
+ * commit: every row keeps its own strings, a rollback in the middle of a
+ * group leaves none of the batch, and the chain goes on from the commit. */
+static void test_rows_appended_in_groups_keep_their_own_values_across_commit_and_rollback(
+    void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    append_reused(st, 1, 37);
+    assert_int_equal(audit_store_commit(st, false), 0);
+    assert_int_equal(sql_int("SELECT count(*) FROM events"), 37);
+    assert_int_equal(sql_int("SELECT count(*) FROM events WHERE target = '/ws/group' || id "
+                             "AND errno = id AND ts = id"), 37);
+    append_reused(st, 38, 20);
+    audit_store_rollback(st);
+    assert_int_equal(sql_int("SELECT count(*) FROM events"), 37);
+    append_reused(st, 38, 5);
+    assert_int_equal(audit_store_commit(st, true), 0);
+    assert_int_equal(sql_int("SELECT max(id) FROM events"), 42);
+    assert_int_equal(sql_int("SELECT count(*) FROM events WHERE target = '/ws/group' || id"), 42);
+    struct audit_verify v;
+    char err[256];
+    assert_int_equal(audit_store_verify(st, &v, err, sizeof err), 0);
+    if (!v.ok)
+        fprintf(stderr, "verify: row %lld: %s\n", (long long)v.bad_id, v.msg);
+    assert_true(v.ok);
+    assert_int_equal(v.rows, 42);
     audit_store_close(st);
 }
 
@@ -682,27 +719,6 @@ static void test_agent_and_since_queries_find_exactly_the_rows_a_scan_finds(void
     audit_store_close(st);
 }
 
-static int64_t sql_int(const char *sql)
-{
-    sqlite3 *db;
-    sqlite3_stmt *q;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return v;
-}
-
-static void sql_exec(const char *sql)
-{
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(db);
-}
-
 /* The schema before event_spans: two indexes on events. */
 #define OLD_SCHEMA "DROP TABLE event_spans; DELETE FROM meta WHERE key = 'schema';" \
     "CREATE INDEX events_agent ON events(agent_ref); CREATE INDEX events_ts ON events(ts);"
@@ -813,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_a_writer_refuses_a_store_shorter_than_its_head_file),
         cmocka_unit_test(test_a_second_writer_of_one_store_is_refused_at_once),
         cmocka_unit_test(test_a_rolled_back_batch_leaves_the_chain_where_it_was),
+        cmocka_unit_test(test_rows_appended_in_groups_keep_their_own_values_across_commit_and_rollback),
         cmocka_unit_test(test_pruning_keeps_the_rest_of_the_chain_verifiable),
         cmocka_unit_test(test_the_chain_continues_across_reopen),
         cmocka_unit_test(test_a_missing_store_is_a_clear_error_when_read_only),
