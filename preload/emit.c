@@ -111,6 +111,8 @@ static _Atomic uint32_t ring_epoch;
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
 #define WAIT_REG_NS    10000000000ull   /* registration by another thread */
+#define RETRY_REG_NS   8000000000ull    /* the daemon died under a registration:
+                                         * its successor has this long */
 #define STALL_NS       1000000000ull   /* after a timeout: fail fast this long */
 
 /* Until when a full ring fails at once (CLOCK_MONOTONIC ns).  Plain memory:
@@ -274,8 +276,9 @@ static void close_fd(int *fd)
  * from the connection (SO_PEERPIDFD), the memory stays alive in flight, and
  * sbx-auditd takes every queued registration before it records an agent's
  * end.  A refusal marks the ring (SBX_RING_REFUSED); see ensure_ring. */
-static int send_registration(int memfd, bool wait, bool size_it, int base)
+static int send_registration(int memfd, bool wait, bool size_it, int base, bool *again)
 {
+    *again = false;
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) {
         set_error("socket failed");
@@ -290,6 +293,8 @@ static int send_registration(int memfd, bool wait, bool size_it, int base)
     if (dfd >= 0)
         close(dfd);
     if (rc < 0) {
+        /* No daemon listens (it died; sbx-guard starts another). */
+        *again = errno == ECONNREFUSED || errno == ENOENT || errno == EAGAIN;
         /* A long path is cut: this is only a message. */
         if (snprintf(last_error, sizeof last_error, "cannot reach sbx-auditd at %s: %s",
                      cfg.sock_path, strerror(errno)) < 0)
@@ -326,6 +331,7 @@ static int send_registration(int memfd, bool wait, bool size_it, int base)
         w = sendmsg(s, &mh, MSG_NOSIGNAL);
     while (w < 0 && errno == EINTR);
     if (w != (ssize_t)sizeof reg) {
+        *again = w < 0 && (errno == EPIPE || errno == ECONNRESET || errno == ECONNREFUSED);
         set_error("cannot send the ring to sbx-auditd");
         goto fail;
     }
@@ -341,11 +347,16 @@ static int send_registration(int memfd, bool wait, bool size_it, int base)
         r = recv(s, reply, sizeof reply - 1, 0);
     while (r < 0 && errno == EINTR);
     if (r <= 0) {
+        /* It hung up (died) rather than timed out (stuck). */
+        *again = r == 0 || errno == ECONNRESET;
         set_error("sbx-auditd did not answer the ring registration");
         goto fail;
     }
     reply[r] = '\0';
     if (strcmp(reply, "ok") != 0) {
+        /* A daemon started after the one that died, not yet told of the
+         * run by sbx-guard (RESUME): worth asking again after a hang-up. */
+        *again = strstr(reply, "unknown agent id") != NULL;
         set_error(reply);
         goto fail;
     }
@@ -353,6 +364,41 @@ static int send_registration(int memfd, bool wait, bool size_it, int base)
 fail:
     close(s);
     return -1;
+}
+
+/* send_registration, again while the daemon is dying or restarting: a
+ * registration in flight when sbx-auditd is SIGKILLed (no answer, or no
+ * daemon listening) is sent again, every 50 ms for up to RETRY_REG_NS, to
+ * the daemon sbx-guard starts in its place; that one refuses the run until
+ * sbx-guard has taken it back, which is waited for too, but only after a
+ * hang-up or when LOST (the daemon that held the ring is gone): a plain
+ * refusal fails at once.  Still -1 when none comes back:
+ * the caller fails closed.  Only nanosleep and clock_gettime: safe in a
+ * signal handler and in a forked child. */
+static int register_ring(int memfd, bool wait, bool size_it, int base, bool lost)
+{
+    uint64_t until = 0;
+    int saved = errno;
+    for (;;) {
+        bool again = false;
+        int s = send_registration(memfd, wait, size_it, base, &again);
+        if (s >= 0) {
+            errno = saved;
+            return s;
+        }
+        bool refused = strstr(last_error, "unknown agent id") != NULL;
+        if (!again || (refused && !lost))
+            return -1;
+        lost = lost || !refused;
+        uint64_t now = mono_ns();
+        if (!until)
+            until = now + RETRY_REG_NS;
+        else if (now > until)
+            return -1;
+        struct timespec ts = { 0, 50000000 };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
 }
 
 /* sbx_emit_use_file: maps the run's ring file.  Nothing to register:
@@ -455,7 +501,7 @@ static int create_ring(struct emit_proc *p)
         h->nslots = SBX_RING_SLOTS;
         h->slot_size = SBX_RING_SLOT;
     }
-    int s = send_registration(memfd, size_it || !cfg.async, size_it, base);
+    int s = register_ring(memfd, size_it || !cfg.async, size_it, base, false);
     if (s < 0)
         goto fail;
     if (size_it) {
@@ -498,7 +544,7 @@ static int reregister(struct emit_proc *p)
         set_error("the program closed the event ring's descriptor");
         return -1;
     }
-    int s = send_registration(p->memfd.fd, true, false, high_base());
+    int s = register_ring(p->memfd.fd, true, false, high_base(), true);
     if (s < 0)
         return -1;
     drop_fd(&p->sock);
