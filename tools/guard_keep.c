@@ -42,6 +42,9 @@ struct guard_keep {
     bool raised;                /* the descriptor limit was raised */
     bool said_full;
     uint64_t acked;             /* the last supervisor row stored (ACK) */
+    struct kept *late;          /* RINGs that came while a hand-over waited
+                                 * for an answer, kept once it is done */
+    size_t nlate;
     unsigned long long since;   /* the run's start, for a resumed run's clock */
 };
 
@@ -221,11 +224,42 @@ int guard_keep_take(struct guard_keep *gk)
     }
 }
 
+/* A message that came while a request waited for its answer: the new
+ * daemon sends the rings its agent's processes register with it (RING) and
+ * its ACKs on the same connection, in between the answers to ADOPT.  An
+ * ACK is taken; a RING is set aside (the caller walks gk->v) and kept when
+ * the hand-over is done.  True when M was one of them (FDS are taken). */
+static bool take_late(struct guard_keep *gk, const struct sbx_msg *m, const int *fds, int nfds)
+{
+    if (strcmp(m->verb, "ACK") == 0 && nfds == 0) {
+        long long seq = num(m, "seq", LLONG_MAX);
+        if (seq > 0 && (uint64_t)seq > gk->acked)
+            gk->acked = (uint64_t)seq;
+        return true;
+    }
+    if (strcmp(m->verb, "RING") != 0)
+        return false;
+    long long pid = num(m, "pid", 0x7fffffff), since = num(m, "since", LLONG_MAX);
+    struct kept *v = pid > 0 && since >= 0 && (nfds == 1 || nfds == 2)
+                     ? reallocarray(gk->late, gk->nlate + 1, sizeof *v) : NULL;
+    if (!v) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return true;
+    }
+    gk->late = v;
+    v[gk->nlate++] = (struct kept){ fds[0], nfds == 2 ? fds[1] : -1, (long)pid,
+                                     (unsigned long long)since };
+    return true;
+}
+
 /* Sends LEN bytes of MSG with NFDS descriptors FDS and waits for the
  * answer: 0 OK, -1 refused with ERR (the daemon's reason), -2 with ERR
- * when the daemon could not be asked (sending or its answer failed). */
-static int request(int fd, const char *msg, size_t len, const int *fds, int nfds, char *err,
-                   size_t errsz)
+ * when the daemon could not be asked (sending or its answer failed).
+ * GK: what else comes meanwhile is taken (take_late); NULL: nothing
+ * else can come yet. */
+static int request(struct guard_keep *gk, int fd, const char *msg, size_t len, const int *fds,
+                   int nfds, char *err, size_t errsz)
 {
     union {
         char b[CMSG_SPACE(2 * sizeof(int))];
@@ -251,18 +285,46 @@ static int request(int fd, const char *msg, size_t len, const int *fds, int nfds
         snprintf(err, errsz, "sending to sbx-auditd: %s", strerror(errno));
         return -2;
     }
-    struct pollfd pf = { .fd = fd, .events = POLLIN };
-    int pr;
-    do
-        pr = poll(&pf, 1, REPLY_MS);
-    while (pr < 0 && errno == EINTR);
-    char buf[1024];
-    ssize_t n = pr > 0 ? recv(fd, buf, sizeof buf - 1, 0) : -1;
     struct sbx_msg m;
-    if (n <= 0 || sbx_msg_parse(buf, (size_t)n, &m, err, errsz) < 0) {
-        if (n <= 0)
-            snprintf(err, errsz, "sbx-auditd did not answer");
-        return -2;
+    char buf[1024];
+    for (;;) {
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        int pr;
+        do
+            pr = poll(&pf, 1, REPLY_MS);
+        while (pr < 0 && errno == EINTR);
+        union {
+            char b[CMSG_SPACE(4 * sizeof(int))];
+            struct cmsghdr align;
+        } in;
+        struct iovec riov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
+        struct msghdr rh = { .msg_iov = &riov, .msg_iovlen = 1, .msg_control = in.b,
+                             .msg_controllen = sizeof in.b };
+        ssize_t n = -1;
+        if (pr > 0)
+            do
+                n = recvmsg(fd, &rh, MSG_CMSG_CLOEXEC);
+            while (n < 0 && errno == EINTR);
+        int got[4], ngot = 0;
+        if (n > 0)
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&rh); c; c = CMSG_NXTHDR(&rh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                    int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                    for (int i = 0; i < k && ngot < 4; i++)
+                        memcpy(&got[ngot++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                }
+        if (n <= 0 || sbx_msg_parse(buf, (size_t)n, &m, err, errsz) < 0) {
+            for (int i = 0; i < ngot; i++)
+                close(got[i]);
+            if (n <= 0)
+                snprintf(err, errsz, "sbx-auditd did not answer");
+            return -2;
+        }
+        if (gk && take_late(gk, &m, got, ngot))
+            continue;
+        for (int i = 0; i < ngot; i++)
+            close(got[i]);
+        break;
     }
     if (strcmp(m.verb, "OK") == 0)
         return 0;
@@ -290,7 +352,7 @@ static int connect_keep(const char *run_id, const char *token, unsigned long lon
     sbx_msg_add(b, "run_id", run_id);
     sbx_msg_add(b, "token", token);
     sbx_msg_addf(b, "since", "%llu", since);
-    int rc = b->overflow ? -1 : request(fd, b->buf, b->len, NULL, 0, err, errsz);
+    int rc = b->overflow ? -1 : request(NULL, fd, b->buf, b->len, NULL, 0, err, errsz);
     free(b);
     if (rc != 0) {
         close(fd);
@@ -333,6 +395,20 @@ size_t guard_keep_count(const struct guard_keep *gk)
     return gk ? gk->n : 0;
 }
 
+/* The RINGs set aside during a hand-over join the rest. */
+static void keep_late(struct guard_keep *gk)
+{
+    for (size_t i = 0; i < gk->nlate; i++) {
+        if (make_room(gk) == 0)
+            gk->v[gk->n++] = gk->late[i];
+        else
+            close_kept(&gk->late[i]);
+    }
+    free(gk->late);
+    gk->late = NULL;
+    gk->nlate = 0;
+}
+
 int guard_keep_handover(struct guard_keep *gk, const char *run_id, const char *token,
                         int *handed, int *refused, char *err, size_t errsz)
 {
@@ -349,7 +425,7 @@ int guard_keep_handover(struct guard_keep *gk, const char *run_id, const char *t
         char msg[128], why[512];
         int len = snprintf(msg, sizeof msg, "ADOPT\npid=%ld\nsince=%llu\n", k->pid, k->since);
         int fds[2] = { k->memfd, k->pidfd };
-        int rc = request(gk->fd, msg, (size_t)len, fds, k->pidfd >= 0 ? 2 : 1, why,
+        int rc = request(gk, gk->fd, msg, (size_t)len, fds, k->pidfd >= 0 ? 2 : 1, why,
                          sizeof why);
         if (rc == 0) {
             (*handed)++;
@@ -358,6 +434,7 @@ int guard_keep_handover(struct guard_keep *gk, const char *run_id, const char *t
             /* The new daemon is gone too: everything stays kept. */
             memmove(&gk->v[j], k, (gk->n - i) * sizeof *k);
             gk->n = j + (gk->n - i);
+            keep_late(gk);
             snprintf(err, errsz, "%s", why);
             return -1;
         } else {
@@ -369,6 +446,7 @@ int guard_keep_handover(struct guard_keep *gk, const char *run_id, const char *t
         }
     }
     gk->n = j;
+    keep_late(gk);
     snprintf(err, errsz, "%s", first);
     return 0;
 }

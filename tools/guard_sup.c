@@ -20,7 +20,9 @@ struct guard_sup {
     uint64_t seq;               /* the last number given */
     struct sup_row *head, **tail;
     size_t n;
-    struct sbx_msgbuf buf;      /* the message being built */
+    struct sbx_msgbuf *buf;     /* the message being built (64 KiB: taken
+                                 * at the first row, for sbx-serve's boxes
+                                 * that mostly send one) */
 };
 
 struct guard_sup *guard_sup_open(bool keep)
@@ -47,7 +49,9 @@ int guard_sup_record(struct guard_sup *gs, int fd, const struct sbx_event_desc *
 {
     if (!gs || guard_sup_full(gs))
         return -1;
-    struct sbx_msgbuf *b = &gs->buf;
+    if (!gs->buf && !(gs->buf = malloc(sizeof *gs->buf)))
+        return -1;
+    struct sbx_msgbuf *b = gs->buf;
     sbx_ctl_event_format(b, ev, 0);
     sbx_msg_add(b, "noreply", "1");
     sbx_msg_addf(b, "seq", "%llu", (unsigned long long)gs->seq + 1);
@@ -106,5 +110,6 @@ void guard_sup_close(struct guard_sup *gs)
     if (!gs)
         return;
     guard_sup_acked(gs, UINT64_MAX);
+    free(gs->buf);
     free(gs);
 }

@@ -63,10 +63,19 @@ static void on_ctl(struct serve_box *box, struct serve_result *res)
     pthread_mutex_lock(&box->ctl_lock);
     r = sbx_ctl_recv_cmd(box->ctl, &cmd);
     if (r <= 0) {
-        /* The daemon is gone: the run goes on unrecorded from here. */
+        /* sbx-auditd is gone (SIGKILLed, say), and with it the reader of
+         * the sandbox's event rings: nothing runs unrecorded, so the
+         * sandbox ends here.  Its end, and the rows kept for it, are
+         * recorded by the restarted daemon (serve_box_end_row). */
         sbx_ctl_close(box->ctl);
         box->ctl = -1;
         pthread_mutex_unlock(&box->ctl_lock);
+        if (!res->killed && !res->timed_out) {
+            (void)serve_box_kill(box);
+            res->killed = true;
+            snprintf(res->killed_by, sizeof res->killed_by, "stopped: sbx-auditd went away "
+                     "during the run, so the sandbox was ended (nothing runs unrecorded)");
+        }
         return;
     }
     cmd.by[sizeof cmd.by - 1] = cmd.reason[sizeof cmd.reason - 1] = '\0';

@@ -333,11 +333,11 @@ static void run_code(struct conn *r, const char *code, double timeout, json_t *o
         snprintf(reason, sizeof reason, "request %s: verdict ok", r->rid);
     }
     pthread_mutex_lock(&box->ctl_lock);
-    if (box->ctl >= 0) {
+    {
         struct sbx_event_desc ev = { .op = SBX_OP_EXEC, .decision = SBX_ALLOW,
                                      .layer = SBX_LAYER_SBX, .target = target,
                                      .reason = reason };
-        (void)sbx_ctl_event_async(box->ctl, &ev);
+        serve_box_row(box, &ev);
     }
     pthread_mutex_unlock(&box->ctl_lock);
     line = json_pack("{s:s, s:s}", "code", code, "id", box->id);

@@ -58,15 +58,12 @@ static unsigned long check_rr;
  * row comes last), closes it. */
 static void box_end(struct serve_box *box, int status, const char *detail)
 {
+    char err[768];
+
     (void)serve_box_kill(box);
     serve_sup_remove(box);
-    pthread_mutex_lock(&box->ctl_lock);
-    if (box->ctl >= 0) {
-        (void)sbx_ctl_exit(box->ctl, status, detail);
-        sbx_ctl_close(box->ctl);
-        box->ctl = -1;
-    }
-    pthread_mutex_unlock(&box->ctl_lock);
+    if (serve_box_end_row(box, status, detail, err, sizeof err) < 0)
+        warnx("the end of agent %s (%s) is not recorded: %s", box->name, detail, err);
     serve_box_close(box);
 }
 
@@ -359,7 +356,7 @@ int serve_pool_start(int spawner, size_t target, size_t ncheck, char *err, size_
     return 0;
 }
 
-struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz)
+static struct serve_box *take_one(int timeout_ms, char *err, size_t errsz)
 {
     struct timespec ts;
     struct serve_box *b = NULL;
@@ -386,6 +383,46 @@ struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz)
     }
     pthread_mutex_unlock(&pool.lock);
     return b;
+}
+
+/* BOX's registration hung up: the daemon that registered it is gone, and
+ * nobody reads its event rings. */
+static bool registration_lost(struct serve_box *box)
+{
+    bool lost;
+
+    pthread_mutex_lock(&box->ctl_lock);
+    if (!box->token[0]) {
+        lost = false;
+    } else if (box->ctl < 0) {
+        lost = true;
+    } else {
+        struct pollfd pf = { .fd = box->ctl, .events = POLLRDHUP };
+        lost = poll(&pf, 1, 0) == 1 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR));
+    }
+    pthread_mutex_unlock(&box->ctl_lock);
+    return lost;
+}
+
+struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz)
+{
+    double end = serve_now_s() + timeout_ms / 1000.0;
+
+    for (;;) {
+        int left = (int)((end - serve_now_s()) * 1000.0);
+        struct serve_box *b = take_one(left > 0 ? left : 1, err, errsz);
+        /* A box registered with a daemon that has died since (SIGKILLed,
+         * say) is not given a request: it is ended, and its end recorded by
+         * the next daemon (serve_box_end_row), before another is taken. */
+        if (b == NULL || !registration_lost(b))
+            return b;
+        serve_pool_discard(b, 137, "sbx-auditd went away");
+        if (serve_now_s() >= end) {
+            serve_errf(err, errsz, "no sandbox registered with a running sbx-auditd within %d ms",
+                       timeout_ms);
+            return NULL;
+        }
+    }
 }
 
 size_t serve_pool_ready(void)

@@ -56,6 +56,7 @@ struct spawn_reply {            /* spawner -> server, with the fds */
     pid_t pid;
     unsigned present;           /* bit i: fd i of NFDS was sent */
     char id[24], name[40], run_id[64], layers[256];
+    char token[72];             /* the run's secret, for serve_box_end_row */
     char err[512];
 };
 
@@ -211,6 +212,8 @@ static void spawn_one(const struct serve_spawn_cfg *cfg, int sock, int kind)
             goto fail;
     }
     env = sandbox_env(cfg, rep.name, rep.run_id, token);
+    if (cfg->audit)
+        strlcpy(rep.token, token, sizeof rep.token);
     explicit_bzero(token, sizeof token);
     if (env == NULL) {
         serve_errf(rep.err, sizeof rep.err, "out of memory");
@@ -428,6 +431,9 @@ int serve_spawn_get(int sock, enum serve_kind kind, struct serve_box *box,
     strlcpy(box->id, rep.id, sizeof box->id);
     strlcpy(box->name, rep.name, sizeof box->name);
     strlcpy(box->run_id, rep.run_id, sizeof box->run_id);
+    rep.token[sizeof rep.token - 1] = '\0';
+    strlcpy(box->token, rep.token, sizeof box->token);
+    explicit_bzero(rep.token, sizeof rep.token);
     strlcpy(box->layers, rep.layers, sizeof box->layers);
     if (box->out < 0 || box->err < 0 || box->req < 0 || box->rep < 0 || box->pidfd < 0
         || serve_sup_add(box) < 0) {
@@ -540,6 +546,81 @@ int serve_box_kill(struct serve_box *box)
                         box->group ? PIDFD_SIGNAL_PROCESS_GROUP : 0U);
 }
 
+void serve_box_row(struct serve_box *box, const struct sbx_event_desc *ev)
+{
+    if (!box->token[0])
+        return;     /* no store */
+    if (box->rows == NULL && (box->rows = guard_sup_open(true)) == NULL) {
+        /* Out of memory: sent, but not kept for a restarted daemon. */
+        if (box->ctl >= 0)
+            (void)sbx_ctl_event_async(box->ctl, ev);
+        return;
+    }
+    /* Full (a box that ran 100,000 execs unacknowledged): sent as before,
+     * not kept. */
+    if (guard_sup_record(box->rows, box->ctl, ev) < 0 && box->ctl >= 0)
+        (void)sbx_ctl_event_async(box->ctl, ev);
+}
+
+/* The daemon that registered BOX died: its run is taken back from a new
+ * one, which gets every row kept and then the end. */
+static int end_after_restart(struct serve_box *box, int status, const char *detail,
+                             char *err, size_t errsz)
+{
+    char why[512], d[640];
+    int fd = sbx_ctl_open(true, why, sizeof why);
+
+    if (fd < 0) {
+        serve_errf(err, errsz, "cannot reach sbx-auditd: %s", why);
+        return -1;
+    }
+    int rc = -1;
+    if (sbx_ctl_resume(fd, box->name, box->run_id, box->token, getpid(), why, sizeof why) < 0) {
+        serve_errf(err, errsz, "cannot take run %s back from the restarted sbx-auditd: %s",
+                   box->run_id, why);
+    } else if (guard_sup_resend(box->rows, fd) < 0) {
+        serve_errf(err, errsz, "the restarted sbx-auditd hung up");
+    } else {
+        snprintf(d, sizeof d, "%s; recorded after sbx-auditd restarted", detail);
+        rc = sbx_ctl_exit(fd, status, d);
+        if (rc < 0)
+            serve_errf(err, errsz, "the restarted sbx-auditd did not store the end");
+    }
+    sbx_ctl_close(fd);
+    return rc;
+}
+
+int serve_box_end_row(struct serve_box *box, int status, const char *detail, char *err,
+                      size_t errsz)
+{
+    int rc = 0;
+
+    pthread_mutex_lock(&box->ctl_lock);
+    /* The end is stored durably before its answer: every row sent before
+     * it on the same connection is stored with it. */
+    if (box->token[0] && (box->ctl < 0 || sbx_ctl_exit(box->ctl, status, detail) < 0)) {
+        /* Every box of the service finds the daemon gone at once, and each
+         * may start one: the daemons that lose the race hang up on whoever
+         * reached them first.  A few tries. */
+        for (int i = 0; i < 5; i++) {
+            rc = end_after_restart(box, status, detail, err, errsz);
+            if (rc == 0)
+                break;
+            struct timespec ts = { 0, 50000000L * (i + 1) };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (box->ctl >= 0) {
+        sbx_ctl_close(box->ctl);
+        box->ctl = -1;
+    }
+    guard_sup_close(box->rows);
+    box->rows = NULL;
+    explicit_bzero(box->token, sizeof box->token);
+    pthread_mutex_unlock(&box->ctl_lock);
+    return rc;
+}
+
 void serve_box_close(struct serve_box *box)
 {
     int *fds[] = { &box->out, &box->err, &box->req, &box->rep, &box->notify,
@@ -556,4 +637,7 @@ void serve_box_close(struct serve_box *box)
     free(box->buf);
     box->buf = NULL;
     box->len = box->cap = 0;
+    guard_sup_close(box->rows);
+    box->rows = NULL;
+    explicit_bzero(box->token, sizeof box->token);
 }

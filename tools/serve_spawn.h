@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "event.h"
+#include "guard_sup.h"
 #include "isolate.h"
 #include "policy.h"
 
@@ -67,6 +69,11 @@ struct serve_box {
     char id[24];                /* the request id it will serve */
     char name[40];              /* the agent's name: "serve-ID" */
     char run_id[64];
+    char token[72];             /* the run's secret (audited boxes only): to
+                                 * take the run back from a restarted
+                                 * sbx-auditd and record its end */
+    struct guard_sup *rows;     /* rows sent without an answer, kept until
+                                 * the box's end is stored (serve_box_row) */
     char layers[256];
     char *buf;                  /* bytes read from REP not yet a line */
     size_t len, cap;
@@ -79,6 +86,20 @@ struct serve_box {
 int serve_spawn_register(const struct serve_spawn_cfg *cfg, const char *name,
                          const char *command, int *ctl, char *run_id, size_t run_idsz,
                          char *token, size_t tokensz, char *err, size_t errsz);
+
+/* Sends EV for BOX's agent on its registration without waiting, numbered
+ * and kept until the box's end is stored: a daemon SIGKILLed before it
+ * committed them gets them again from serve_box_end_row.  Call with
+ * BOX->ctl_lock held.  Nothing for a box without a store. */
+void serve_box_row(struct serve_box *box, const struct sbx_event_desc *ev);
+
+/* Records BOX's end (exit STATUS, DETAIL) and closes its registration.
+ * When the daemon that registered it is gone, takes the run back from a
+ * new one (RESUME, with the box's run id and token), sends again every row
+ * not known to be stored, then the end.  0, or -1 with ERR: the end could
+ * not be recorded. */
+int serve_box_end_row(struct serve_box *box, int status, const char *detail, char *err,
+                      size_t errsz);
 
 /* A fresh request id: 16 hex digits. */
 void serve_new_id(char *out, size_t outsz);

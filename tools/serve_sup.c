@@ -35,8 +35,7 @@ static void on_event(void *ctx, const struct sbx_event_desc *ev)
     struct serve_box *box = ctx;
 
     pthread_mutex_lock(&box->ctl_lock);
-    if (box->ctl >= 0)
-        (void)sbx_ctl_event_async(box->ctl, ev);
+    serve_box_row(box, ev);
     pthread_mutex_unlock(&box->ctl_lock);
 }
 

@@ -436,6 +436,7 @@ static struct serve_box *prepare(struct zygote *z, char *err, size_t errsz)
         if (serve_spawn_register(zy.cfg, b->name, command, &b->ctl, b->run_id,
                                  sizeof b->run_id, token, sizeof token, err, errsz) < 0)
             goto fail;
+        strlcpy(b->token, token, sizeof b->token);
     } else {
         /* No store: the runner still needs non-empty strings. */
         strlcpy(b->run_id, "-", sizeof b->run_id);
@@ -716,7 +717,8 @@ void serve_zygote_on_ctl(size_t i)
     pthread_mutex_unlock(&b->ctl_lock);
     serve_pool_discard(b, 137, r > 0 ? "killed" : "sbx-auditd went away");
     if (next != NULL)
-        serve_pool_discard(next, 137, "its fork server was killed");
+        serve_pool_discard(next, 137, r > 0 ? "its fork server was killed"
+                                            : "its fork server ended: sbx-auditd went away");
     pthread_mutex_lock(&zy.lock);
     pthread_cond_broadcast(&zy.want);
     pthread_mutex_unlock(&zy.lock);
