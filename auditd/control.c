@@ -247,6 +247,7 @@ static void do_resume(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     registry_agent_add(d, a, c);
     daemon_log("agent %s resumed after a daemon restart: run %s, guard pid %d", a->name,
                a->run_id, (int)guard_pid);
+    rings_parked_resumed(d, a);
     reply_ok(c);
 }
 
@@ -757,6 +758,7 @@ void ctl_tick(struct daemon *d)
      * acknowledgements likewise. */
     rings_feed_keeper(d);
     send_acks(d);
+    rings_parked_expire(d);
     look_at_stopped_guards(d, now);
     for (struct agent *a = d->agents, *next; a; a = next) {
         next = a->next;

@@ -317,6 +317,8 @@ static void free_all(struct daemon *d)
 int daemon_run(const char *runtime_dir, const char *db_path, const struct daemon_opts *o)
 {
     struct daemon *d = calloc(1, sizeof *d);
+    if (d)
+        d->started_ms = daemon_now_ms();
     char err[1024];
     int rc = 1;
     if (!d)

@@ -157,8 +157,26 @@ struct log_limit {
 
 #define DAEMON_RESERVE_FDS 4
 
+/* A ring whose registration named a run this daemon did not know yet, in
+ * its first seconds: the run of an sbx-guard that has not yet taken it
+ * back (RESUME) after the previous daemon died.  Held, not refused, so
+ * that what its process wrote is read once the run is back (rings.c). */
+struct parked {
+    int memfd, pidfd;
+    pid_t pid;
+    uid_t uid;
+    uint64_t at_ms;
+    char run_id[40], token[72];
+};
+#define DAEMON_PARK_MAX  256
+#define DAEMON_PARK_MS   10000      /* a daemon this young parks; a ring
+                                     * waits this long for its run */
+
 struct daemon {
     int epfd, sigfd, ev_listen, ctl_listen;
+    uint64_t started_ms;
+    struct parked parked[DAEMON_PARK_MAX];
+    size_t nparked;
     int reserve[DAEMON_RESERVE_FDS];  /* descriptors kept for a registration */
     int nreserve;
     bool accept_paused;         /* out of descriptors: listeners rest */
@@ -332,6 +350,12 @@ void rings_feed_keeper(struct daemon *d);
  * again), -1 refused with WHY.  The descriptors stay the caller's. */
 int rings_adopt(struct daemon *d, struct agent *a, int memfd, int pidfd, pid_t pid, uid_t uid,
                 uint64_t since_ns, char *why, size_t whysz);
+
+/* The rings parked for A's run (its guard took it back) are adopted;
+ * those parked too long are given up (refused, logged).  Called on RESUME
+ * and on each tick. */
+void rings_parked_resumed(struct daemon *d, struct agent *a);
+void rings_parked_expire(struct daemon *d);
 
 /* control.c */
 void ctl_accept(struct daemon *d);

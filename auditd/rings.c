@@ -229,6 +229,82 @@ static void mark_refused(int memfd)
 
 static void ring_register_one(struct daemon *d, struct ring *r);
 
+/* An unanswered registration of a run this daemon does not know, in its
+ * first DAEMON_PARK_MS: most likely a process of an agent whose sbx-guard
+ * is about to take its run back (RESUME) after the previous daemon died;
+ * refusing it would lose what the process writes, which it does not wait
+ * to hear.  The ring is held (its memfd and the process's pidfd) and
+ * adopted on that RESUME (rings_parked_resumed), or refused once the time
+ * is up.  True when parked. */
+static bool park(struct daemon *d, struct ring *r, int memfd, const struct ucred *cred,
+                 const struct sbx_ring_reg *reg)
+{
+    if (daemon_now_ms() >= d->started_ms + DAEMON_PARK_MS || d->nparked == DAEMON_PARK_MAX)
+        return false;
+    int pidfd = -1;
+    socklen_t pl = sizeof pidfd;
+    if (getsockopt(r->sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) < 0 || pidfd < 0)
+        pidfd = (int)syscall(SYS_pidfd_open, cred->pid, 0);
+    struct parked *p = &d->parked[d->nparked++];
+    *p = (struct parked){ .memfd = memfd, .pidfd = pidfd, .pid = cred->pid, .uid = cred->uid,
+                          .at_ms = daemon_now_ms() };
+    strlcpy(p->run_id, reg->agent_id, sizeof p->run_id);
+    strlcpy(p->token, reg->token, sizeof p->token);
+    return true;
+}
+
+static void unpark(struct daemon *d, size_t i)
+{
+    struct parked *p = &d->parked[i];
+    if (p->pidfd >= 0)
+        close(p->pidfd);
+    close(p->memfd);
+    explicit_bzero(p->token, sizeof p->token);
+    d->parked[i] = d->parked[--d->nparked];
+}
+
+void rings_parked_resumed(struct daemon *d, struct agent *a)
+{
+    for (size_t i = 0; i < d->nparked;) {
+        struct parked *p = &d->parked[i];
+        if (strcmp(p->run_id, a->run_id) != 0) {
+            i++;
+            continue;
+        }
+        char why[256];
+        if (strlen(p->token) != strlen(a->token) ||
+            !same_secret(p->token, a->token, strlen(a->token))) {
+            mark_refused(p->memfd);
+            daemon_log_limited(&d->agent_log, "refused a ring from pid %d uid %u: wrong token",
+                               (int)p->pid, (unsigned)p->uid);
+        } else if (rings_adopt(d, a, p->memfd, p->pidfd, p->pid, p->uid,
+                               sbx_now_ns() - (daemon_now_ms() - p->at_ms + 1000) * 1000000ull,
+                               why, sizeof why) < 0) {
+            mark_refused(p->memfd);
+            daemon_log_limited(&d->agent_log, "agent %s: refused the ring of pid %d held for "
+                               "its run: %s", a->name, (int)p->pid, why);
+        }
+        unpark(d, i);
+    }
+}
+
+void rings_parked_expire(struct daemon *d)
+{
+    uint64_t now = daemon_now_ms();
+    for (size_t i = 0; i < d->nparked;) {
+        if (now < d->parked[i].at_ms + DAEMON_PARK_MS) {
+            i++;
+            continue;
+        }
+        mark_refused(d->parked[i].memfd);
+        daemon_log_limited(&d->agent_log, "refused a ring from pid %d uid %u: unknown agent id "
+                           "(no guard took run %s back within %d s)", (int)d->parked[i].pid,
+                           (unsigned)d->parked[i].uid, d->parked[i].run_id,
+                           DAEMON_PARK_MS / 1000);
+        unpark(d, i);
+    }
+}
+
 /* Handles the one registration message, with the reserve of descriptors
  * given up for it (the memfd in flight and the pidfd need two). */
 static void ring_register(struct daemon *d, struct ring *r)
@@ -283,6 +359,12 @@ static void ring_register_one(struct daemon *d, struct ring *r)
     struct agent *a = agent_by_run_id(d, reg.agent_id);
     /* Constant-time compare: the token is the only thing that ties a
      * process to an agent. */
+    if (!a && !answer && park(d, r, fds[0], &cred, &reg)) {
+        /* Held for its run (the memfd is the parked entry's now). */
+        nfds = 0;
+        why = NULL;
+        goto fail;
+    }
     if (!a || strlen(reg.token) != strlen(a->token) ||
         !same_secret(reg.token, a->token, strlen(a->token))) {
         daemon_log_limited(&d->agent_log, "refused a ring from pid %d uid %u: unknown agent id or wrong token",
