@@ -130,6 +130,7 @@ cleanup() {
     stop_central KILL
     [ -z "${RELAY_PID:-}" ] || { kill -KILL "$RELAY_PID" 2>/dev/null; wait "$RELAY_PID" 2>/dev/null; } || true
     [ -z "${EXP_PID:-}" ] || kill -KILL "$EXP_PID" 2>/dev/null || true
+    [ -z "${CLOSER_PID:-}" ] || kill -KILL "$CLOSER_PID" 2>/dev/null || true
     stop_daemon
 }
 
@@ -286,6 +287,33 @@ test_a_collector_killed_mid_export_and_restarted_loses_no_row() {
     got=$(check_collector "$T/collector.log" 500)
     echo "collector killed at watermark $at: $got"
     sbx-audit verify --against "$T/collector.log"
+}
+
+# rsyslog's imrelp, told to stop (SIGTERM), drops the frames it has not
+# handled and sends the hint "serverclose"; when that hint arrives while
+# librelp waits for the answer to the batch's close, librelp ends the
+# session without reporting an error.  tests/progs/relp_closer.py stops
+# that way on its first session: the batch must count as not delivered.
+test_a_collector_closing_the_session_with_frames_unanswered_does_not_move_the_watermark() {
+    trap cleanup EXIT
+    "$PROGS/emit_storm" storm 250 1 0 >/dev/null
+    python3 "$SBX_ROOT/tests/progs/relp_closer.py" "$T/port" "$T/got" 30 &
+    CLOSER_PID=$!
+    i=0
+    until [ -s "$T/port" ] || [ $i -gt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    url="relp://127.0.0.1:$(cat "$T/port")"
+    sbx-audit export --batch 100 --to "$url" 2>"$T/err" || true
+    cat "$T/err"
+    assert_contains "$(cat "$T/err")" "not acknowledged: the collector closed the session (serverclose)"
+    assert_eq "$(mark_of "$url")" "$(newest)" "watermark"
+    python3 - "$SBX_AUDIT_DB" "$T/got" <<'PY2'
+import re, sqlite3, sys
+ids = {r[0] for r in sqlite3.connect(sys.argv[1]).execute("select id from events")}
+got = [int(m) for m in re.findall(r'\[sbx@32473 id="(\d+)"', open(sys.argv[2]).read())]
+missing = sorted(ids - set(got))
+assert not missing, ("rows the collector never took", len(missing), missing[:5])
+print("rows %d, taken %d (%d twice)" % (len(ids), len(got), len(got) - len(set(got))))
+PY2
 }
 
 test_an_exporter_killed_mid_batch_sends_at_most_that_batch_twice() {
