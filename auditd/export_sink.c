@@ -2,6 +2,7 @@
  * octet counting, a file, stdout (see export.h and export_int.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,12 @@ struct sink {
     relpClt_t *clt;
     bool relp_failed;           /* set by librelp's error callback */
     char relp_err[256];
+    /* The answers "200" seen in this session, by transaction number: the
+     * open is 1, the batch's frames 2..n+1 (the close's answer is empty). */
+    unsigned char *acked;
+    size_t acked_cap;           /* bits */
+    size_t nacked;
+    size_t nsent;               /* frames sent in this session, the open included */
     char *buf;                  /* TCP and file: the batch, written at end */
     size_t len, cap;
 };
@@ -43,10 +50,58 @@ static void relp_on_err(void *usr, char *obj, char *msg, relpRetVal code)
     s->relp_failed = true;
 }
 
-/* librelp calls its debug printer unconditionally: it must be set. */
+/* But not every lost answer: a collector that stops (rsyslog on SIGTERM)
+ * sends the hint "serverclose" and drops the frames it had not yet
+ * handled, and when the hint arrives while librelp waits for the close's
+ * answer, librelp ends the session without an error and its destructor
+ * returns success (librelp 1.11, cserverclose.c and relpSessWaitState).
+ * So a batch counts as acknowledged only when the collector answered
+ * "200" to every frame of it, each transaction number once: librelp
+ * tells its client of an answer only in its debug printer, which it calls
+ * for every one ("in rsp command handler, txnr %d, code %d, ...").  The
+ * exporter has one session at a time per thread: its sink is here. */
+static _Thread_local struct sink *relp_cur;
+
+static void relp_saw_answer(struct sink *s, int txnr, int code)
+{
+    if (code != 200)
+        return;                 /* relp_on_err has it */
+    size_t t = (size_t)txnr;
+    if (txnr < 1 || t > s->acked_cap) {
+        if (!s->relp_failed)
+            snprintf(s->relp_err, sizeof s->relp_err, "an answer to transaction %d, which "
+                     "was not sent", txnr);
+        s->relp_failed = true;
+        return;
+    }
+    unsigned char bit = (unsigned char)(1u << ((t - 1) % 8));
+    if (!(s->acked[(t - 1) / 8] & bit)) {
+        s->acked[(t - 1) / 8] |= bit;
+        s->nacked++;
+    }
+}
+
+/* librelp's debug printer: it must be set (librelp calls it
+ * unconditionally); the two messages above are read, the rest ignored. */
+static void relp_dbg(char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void relp_dbg(char *fmt, ...)
 {
-    (void)fmt;
+    struct sink *s = relp_cur;
+    if (!s || fmt[0] != 'i')
+        return;
+    if (strncmp(fmt, "in rsp command handler, txnr %d, code %d", 40) == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        int txnr = va_arg(ap, int);
+        int code = va_arg(ap, int);
+        va_end(ap);
+        relp_saw_answer(s, txnr, code);
+    } else if (strncmp(fmt, "in serverclose command handler", 30) == 0) {
+        if (!s->relp_failed)
+            snprintf(s->relp_err, sizeof s->relp_err, "the collector closed the session "
+                     "(serverclose) with frames unanswered");
+        s->relp_failed = true;
+    }
 }
 
 static void relp_on_generic_err(char *obj, char *msg, relpRetVal code)
@@ -157,6 +212,25 @@ static int tcp_connect(struct sink *s, char *err, size_t errsz)
     return 0;
 }
 
+/* Room in the answer bitmap for transaction N. */
+static int acked_room(struct sink *s, size_t n, char *err, size_t errsz)
+{
+    if (n <= s->acked_cap)
+        return 0;
+    size_t cap = s->acked_cap ? s->acked_cap * 2 : 8192;
+    while (cap < n)
+        cap *= 2;
+    unsigned char *a = realloc(s->acked, cap / 8);
+    if (!a) {
+        snprintf(err, errsz, "out of memory");
+        return -1;
+    }
+    memset(a + s->acked_cap / 8, 0, (cap - s->acked_cap) / 8);
+    s->acked = a;
+    s->acked_cap = cap;
+    return 0;
+}
+
 int sink_begin(struct sink *s, char *err, size_t errsz)
 {
     s->len = 0;
@@ -167,6 +241,13 @@ int sink_begin(struct sink *s, char *err, size_t errsz)
          * command is answered after them). */
         s->relp_failed = false;
         s->relp_err[0] = '\0';
+        s->nacked = 0;
+        s->nsent = 1;           /* the open */
+        if (s->acked)
+            memset(s->acked, 0, (s->acked_cap + 7) / 8);
+        if (acked_room(s, 2, err, errsz) < 0)
+            return -1;
+        relp_cur = s;
         if (relpEngineCltConstruct(s->engine, &s->clt) != RELP_RET_OK) {
             snprintf(err, errsz, "librelp: cannot make a client");
             return -1;
@@ -221,6 +302,9 @@ static int buf_add(struct sink *s, const char *p, size_t n, char *err, size_t er
 int sink_send(struct sink *s, const char *msg, size_t len, char *err, size_t errsz)
 {
     if (s->kind == SINK_RELP) {
+        if (acked_room(s, s->nsent + 1, err, errsz) < 0)
+            return -1;
+        s->nsent++;
         if (relpCltSendSyslog(s->clt, (unsigned char *)msg, len) != RELP_RET_OK || s->relp_failed) {
             snprintf(err, errsz, "relp://%s:%s: %s", s->host, s->port,
                      s->relp_err[0] ? s->relp_err : "send failed");
@@ -262,11 +346,23 @@ int sink_end(struct sink *s, char *err, size_t errsz)
     switch (s->kind) {
     case SINK_RELP: {
         /* Destroying the client sends "close" and waits for its answer,
-         * which comes after the answers to every frame before it. */
+         * which comes after the answers to every frame before it (unless
+         * the collector closes first: see relp_dbg).  librelp's server
+         * answers the close with an empty answer, which librelp's client
+         * cannot parse and so ends the wait without an error: the close
+         * is not counted, only the frames before it. */
         relpCltHintBurstEnd(s->clt);
         relpEngineCltDestruct(s->engine, &s->clt);
         s->clt = NULL;
-        if (s->relp_failed) {
+        relp_cur = NULL;
+        if (!s->relp_failed && s->nacked != s->nsent) {
+            size_t t = 1;
+            while (t <= s->nsent && (s->acked[(t - 1) / 8] & (1u << ((t - 1) % 8))))
+                t++;
+            snprintf(s->relp_err, sizeof s->relp_err, "%zu of %zu frames answered (the first "
+                     "unanswered: transaction %zu)", s->nacked, s->nsent, t);
+        }
+        if (s->relp_failed || s->nacked != s->nsent) {
             snprintf(err, errsz, "relp://%s:%s: not acknowledged: %s", s->host, s->port,
                      s->relp_err);
             return -1;
@@ -295,6 +391,8 @@ void sink_abort(struct sink *s)
         relpEngineCltDestruct(s->engine, &s->clt);
         s->clt = NULL;
     }
+    if (relp_cur == s)
+        relp_cur = NULL;
     if ((s->kind == SINK_TCP || s->kind == SINK_FILE) && s->fd >= 0) {
         close(s->fd);
         s->fd = -1;
@@ -309,5 +407,6 @@ void sink_close(struct sink *s)
     if (s->engine)
         relpEngineDestruct(&s->engine);
     free(s->buf);
+    free(s->acked);
     free(s);
 }
