@@ -942,6 +942,12 @@ class _Walls:
         class FProg(ctypes.Structure):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
         self.fprog = FProg(len(ins), ctypes.cast(self.bpf, ctypes.c_void_p))
+        # The calls' arguments, built here once: the child only makes them.
+        self.args_create = (L(ll[0]), ctypes.c_char_p(self.attr), L(len(self.attr)), L(0))
+        self.args_rule = (L(ll[1]), None, L(1), ctypes.c_char_p(self.rule), L(0))
+        self.args_restrict = (L(ll[2]), None, L(0))
+        self.args_seccomp = (ctypes.c_int(22), ctypes.c_ulong(2), ctypes.byref(self.fprog),
+                             ctypes.c_ulong(0), ctypes.c_ulong(0))
 
     def _fail(self, what):
         e = self.ctypes.get_errno()
@@ -949,28 +955,33 @@ class _Walls:
 
     def enter(self):
         """In the child: the layer and the filter.  Raises OSError."""
-        ct, L = self.ctypes, self.ctypes.c_long
-        rs = self.syscall(L(self.ll[0]), ct.c_char_p(self.attr), L(len(self.attr)), L(0))
+        rs = self.syscall(*self.args_create)
         if rs < 0:
             self._fail("landlock_create_ruleset")
         try:
-            if self.syscall(L(self.ll[1]), L(rs), L(1), ct.c_char_p(self.rule), L(0)) < 0:
+            fd = self.ctypes.c_long(rs)
+            a = self.args_rule
+            if self.syscall(a[0], fd, *a[2:]) < 0:
                 self._fail("landlock_add_rule")
-            if self.syscall(L(self.ll[2]), L(rs), L(0)) < 0:
+            if self.syscall(self.args_restrict[0], fd, *self.args_restrict[2:]) < 0:
                 self._fail("landlock_restrict_self")
         finally:
             os.close(rs)
         # PR_SET_SECCOMP, SECCOMP_MODE_FILTER (no_new_privs is already set)
-        if self.prctl(ct.c_int(22), ct.c_ulong(2), ct.byref(self.fprog), ct.c_ulong(0),
-                      ct.c_ulong(0)) != 0:
+        if self.prctl(*self.args_seccomp) != 0:
             self._fail("seccomp")
 
 
-def _zygote_child(walls, main, msg, fds):
-    """The forked child: becomes the request's agent, enters its walls,
-    takes its descriptors and runs the code.  Never returns."""
+def _zygote_child(walls, main, data, fds):
+    """The forked child: becomes the request's agent (DATA: the fork
+    request, JSON), enters its walls, takes its descriptors and runs the
+    code.  Never returns."""
     req_r, out_w, err_w, status = fds
     try:
+        msg = json.loads(data)
+        if not all(isinstance(msg.get(k), str) and msg[k]
+                   for k in ("id", "agent", "run_id", "token")):
+            raise ProtocolError("a fork request needs id, agent, run_id and token")
         if walls.rebind is not None and walls.rebind(
                 msg["agent"].encode(), msg["run_id"].encode(), msg["token"].encode()) != 0:
             raise OSError(walls.ctypes.get_errno(), "cannot report as the request's agent")
@@ -1042,28 +1053,32 @@ def main_zygote(reader, allowed, pre_imports, hooks):
     gc.freeze()
     ready()
 
+    # The loop does as little as it can between two forks: every page it
+    # writes after a fork is copied (the child still shares it), at the
+    # price of a page fault each (docs/serve.md "The fork server").  The
+    # request's message is parsed by the child, not here.
+    recv_fds, fork, setpgid, close, send = socket.recv_fds, os.fork, os.setpgid, os.close, \
+        sock.send
     while True:
-        data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+        data, fds, _, _ = recv_fds(sock, 4096, 4)
         if not data:
             os._exit(0)
         try:
-            msg = json.loads(data)
-            if len(fds) != 4 or not all(isinstance(msg.get(k), str) and msg[k]
-                                        for k in ("id", "agent", "run_id", "token")):
-                raise ProtocolError("a fork request needs id, agent, run_id, token and 4 fds")
-            gc.freeze()
-            pid = os.fork()
+            if len(fds) != 4:
+                raise ProtocolError("a fork request needs 4 fds")
+            pid = fork()
             if pid == 0:
-                _zygote_child(walls, main, msg, fds)
+                _zygote_child(walls, main, data, fds)
             try:
-                os.setpgid(pid, pid)        # before sbx-serve may kill the group
+                setpgid(pid, pid)           # before sbx-serve may kill the group
             except OSError:
                 pass
-            for f in fds[:3]:
-                os.close(f)
+            close(fds[0])
+            close(fds[1])
+            close(fds[2])
             # A plain send: sbx-serve finds the child in /proc (a sendmsg
             # would wait for the seccomp supervisor).
-            sock.send(json.dumps({"id": msg["id"], "pid": pid}).encode())
+            send(b'{"pid":%d}' % pid)
         except (ProtocolError, OSError, ValueError) as e:
             for f in fds:
                 try:

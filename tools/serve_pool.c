@@ -100,35 +100,47 @@ static struct serve_box *new_box(enum serve_kind kind, char *err, size_t errsz)
     return b;
 }
 
-/* A kill order for an idle box (sbx-kill --all reaches them too). */
-static void idle_ctl(struct serve_box *b)
+void serve_deadline(struct timespec *ts, long ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+bool serve_box_confirm_kill(struct serve_box *box, const char *done)
 {
     struct sbx_ctl_cmd cmd;
     int r;
 
-    pthread_mutex_lock(&b->ctl_lock);
-    r = sbx_ctl_recv_cmd(b->ctl, &cmd);
+    pthread_mutex_lock(&box->ctl_lock);
+    r = box->ctl >= 0 ? sbx_ctl_recv_cmd(box->ctl, &cmd) : 0;
     if (r > 0)
-        (void)sbx_ctl_cmd_done(b->ctl, cmd.req_id, 0, "killed an idle sandbox");
-    pthread_mutex_unlock(&b->ctl_lock);
-    serve_pool_discard(b, 137, r > 0 ? "killed while idle" : "sbx-auditd went away");
+        (void)sbx_ctl_cmd_done(box->ctl, cmd.req_id, 0, done);
+    pthread_mutex_unlock(&box->ctl_lock);
+    return r > 0;
+}
+
+bool serve_pool_kill_unused(struct serve_box *box, const char *done, const char *killed)
+{
+    bool ordered = serve_box_confirm_kill(box, done);
+
+    serve_pool_discard(box, 137, ordered ? killed : "sbx-auditd went away");
+    return ordered;
 }
 
 /* A kill order for a validator: confirmed, and the validator ended (the
  * next check starts another). */
 static void checker_ctl(struct checker *c)
 {
-    struct sbx_ctl_cmd cmd;
-
     if (pthread_mutex_trylock(&c->lock) != 0)
         return;     /* checking now: the order waits for the next round */
     if (c->up && c->box.ctl >= 0) {
-        pthread_mutex_lock(&c->box.ctl_lock);
-        int r = sbx_ctl_recv_cmd(c->box.ctl, &cmd);
-        if (r > 0)
-            (void)sbx_ctl_cmd_done(c->box.ctl, cmd.req_id, 0, "killed a validator");
-        pthread_mutex_unlock(&c->box.ctl_lock);
-        box_end(&c->box, 137, r > 0 ? "killed" : "sbx-auditd went away");
+        bool ordered = serve_box_confirm_kill(&c->box, "killed a validator");
+        box_end(&c->box, 137, ordered ? "killed" : "sbx-auditd went away");
         c->up = false;
     }
     pthread_mutex_unlock(&c->lock);
@@ -282,7 +294,7 @@ static void *pool_main(void *arg)
                     pf[j].revents = 0;
             pthread_mutex_unlock(&pool.lock);
             if (pf[k].fd == b->ctl)
-                idle_ctl(b);
+                serve_pool_kill_unused(b, "killed an idle sandbox", "killed while idle");
             else
                 serve_pool_discard(b, 125, "the runner ended while idle");
             pthread_mutex_lock(&pool.lock);
@@ -363,13 +375,7 @@ static struct serve_box *take_one(int timeout_ms, char *err, size_t errsz)
 
     if (pool.zygote)
         return serve_zygote_take(timeout_ms, err, errsz);
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    serve_deadline(&ts, timeout_ms);
     pthread_mutex_lock(&pool.lock);
     while (pool.n_idle == 0 && !pool.stop)
         if (pthread_cond_timedwait(&pool.changed, &pool.lock, &ts) == ETIMEDOUT)

@@ -17,7 +17,9 @@
 #ifndef SBX_SERVE_POOL_H
 #define SBX_SERVE_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -41,6 +43,21 @@ struct serve_box *serve_pool_take(int timeout_ms, char *err, size_t errsz);
 /* Ends BOX's registration (STATUS and DETAIL for its exit row), kills
  * what is left of it and frees it. */
 void serve_pool_discard(struct serve_box *box, int status, const char *detail);
+
+/* *TS: CLOCK_REALTIME now plus MS milliseconds (a condition wait's
+ * deadline). */
+void serve_deadline(struct timespec *ts, long ms);
+
+/* Takes the kill order (sbx-kill) waiting on BOX's control socket and
+ * confirms it with DONE.  True when there was one, false when the socket
+ * ended (sbx-auditd went away). */
+bool serve_box_confirm_kill(struct serve_box *box, const char *done);
+
+/* A kill order for a sandbox that serves no request (an idle one, a fork
+ * server, a child waiting for its request): confirmed with DONE, and BOX
+ * discarded with exit 137 and KILLED as its detail.  False when it was no
+ * kill order but sbx-auditd going away (then the detail says so). */
+bool serve_pool_kill_unused(struct serve_box *box, const char *done, const char *killed);
 
 /* Runs the static check of CODE in a validator: *VIOLATIONS (a new
  * reference) is the runner's array.  *VNAME gets the validator's agent

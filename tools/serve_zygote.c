@@ -23,7 +23,6 @@
 #include <err.h>
 #include <jansson.h>
 
-#include "ctl.h"
 #include "serve_pool.h"
 #include "serve_text.h"
 
@@ -549,12 +548,7 @@ static void *prepare_main(void *arg)
             warnx("fork server: %s", err);
         pthread_cond_broadcast(&zy.freed);     /* a waiting request may give up */
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += failures < 5 ? 50000000L : 500000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        serve_deadline(&ts, failures < 5 ? 50 : 500);
         if (!zy.stop)
             (void)pthread_cond_timedwait(&zy.want, &zy.lock, &ts);
     }
@@ -592,13 +586,7 @@ struct serve_box *serve_zygote_take(int timeout_ms, char *err, size_t errsz)
     struct serve_box *b = NULL;
     size_t slot = 0;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    serve_deadline(&ts, timeout_ms);
     /* A free zygote with its child waiting: one request at a time each
      * (the gate admits at most as many requests as there are zygotes). */
     pthread_mutex_lock(&zy.lock);
@@ -662,47 +650,26 @@ static bool readable(int fd)
     return fd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
-/* A kill order for a waiting child (sbx-kill --all reaches them too): it
- * is confirmed and ended; its zygote forks another. */
-static void next_on_ctl(size_t i)
-{
-    struct sbx_ctl_cmd cmd;
-    struct serve_box *b = NULL;
-
-    pthread_mutex_lock(&zy.lock);
-    if (i < zy.n && zy.z[i].next != NULL && !zy.z[i].busy && readable(zy.z[i].next->ctl)) {
-        b = zy.z[i].next;
-        zy.z[i].next = NULL;
-    }
-    pthread_mutex_unlock(&zy.lock);
-    if (b == NULL)
-        return;
-    pthread_mutex_lock(&b->ctl_lock);
-    int r = b->ctl >= 0 ? sbx_ctl_recv_cmd(b->ctl, &cmd) : 0;
-    if (r > 0)
-        (void)sbx_ctl_cmd_done(b->ctl, cmd.req_id, 0, "killed an idle sandbox");
-    pthread_mutex_unlock(&b->ctl_lock);
-    serve_pool_discard(b, 137, r > 0 ? "killed while idle" : "sbx-auditd went away");
-    pthread_mutex_lock(&zy.lock);
-    pthread_cond_broadcast(&zy.want);
-    pthread_mutex_unlock(&zy.lock);
-}
-
+/* A kill order for zygote I's waiting child (I >= the number of zygotes:
+ * the child of zygote I - n) or for zygote I itself, whose waiting child
+ * goes with it (sbx-kill --all reaches them too): confirmed and ended;
+ * the preparing thread starts or forks another. */
 void serve_zygote_on_ctl(size_t i)
 {
-    struct sbx_ctl_cmd cmd;
     struct serve_box *b = NULL, *next = NULL;
+    bool child = i >= zy.n;
 
-    if (i >= zy.n) {
-        next_on_ctl(i - zy.n);
-        return;
-    }
     pthread_mutex_lock(&zy.lock);
-    if (zy.z[i].box != NULL && !zy.z[i].forking && readable(zy.z[i].box->ctl)) {
+    if (child) {
+        i -= zy.n;
+        if (i < zy.n && zy.z[i].next != NULL && !zy.z[i].busy && readable(zy.z[i].next->ctl)) {
+            b = zy.z[i].next;
+            zy.z[i].next = NULL;
+        }
+    } else if (zy.z[i].box != NULL && !zy.z[i].forking && readable(zy.z[i].box->ctl)) {
         b = zy.z[i].box;
-        zy.z[i].box = NULL;     /* its preparing thread starts another */
+        zy.z[i].box = NULL;
         if (!zy.z[i].busy) {
-            /* Its waiting child goes with it. */
             next = zy.z[i].next;
             zy.z[i].next = NULL;
         }
@@ -710,15 +677,14 @@ void serve_zygote_on_ctl(size_t i)
     pthread_mutex_unlock(&zy.lock);
     if (b == NULL)
         return;
-    pthread_mutex_lock(&b->ctl_lock);
-    int r = b->ctl >= 0 ? sbx_ctl_recv_cmd(b->ctl, &cmd) : 0;
-    if (r > 0)
-        (void)sbx_ctl_cmd_done(b->ctl, cmd.req_id, 0, "killed the fork server");
-    pthread_mutex_unlock(&b->ctl_lock);
-    serve_pool_discard(b, 137, r > 0 ? "killed" : "sbx-auditd went away");
-    if (next != NULL)
-        serve_pool_discard(next, 137, r > 0 ? "its fork server was killed"
-                                            : "its fork server ended: sbx-auditd went away");
+    if (child) {
+        serve_pool_kill_unused(b, "killed an idle sandbox", "killed while idle");
+    } else {
+        bool ordered = serve_pool_kill_unused(b, "killed the fork server", "killed");
+        if (next != NULL)
+            serve_pool_discard(next, 137, ordered ? "its fork server was killed"
+                                                  : "its fork server ended: sbx-auditd went away");
+    }
     pthread_mutex_lock(&zy.lock);
     pthread_cond_broadcast(&zy.want);
     pthread_mutex_unlock(&zy.lock);
