@@ -208,6 +208,8 @@ def main():
                     help="where downloads for the workloads are kept between runs "
                          "(default: BUILD/bench-cache)")
     a = ap.parse_args()
+    # Absolute: the workloads run with their own working directory.
+    a.build = os.path.abspath(a.build)
     guard = os.path.join(a.build, "bin", "sbx-guard")
     # Under the build directory, not /tmp: the kernel layer gives the agent
     # a private /tmp, which would hide the home (~/.npm) it is granted.
