@@ -23,7 +23,7 @@ serve_up() {
     TMPDIR="$T/srvtmp" sbx-serve --listen "127.0.0.1:$port" >"$T/serve.log" 2>&1 &
     SPID=$!
     # A failed assertion ends the test at once: the service goes with it.
-    trap 'kill -TERM "$SPID" 2>/dev/null; stop_daemon' EXIT
+    trap 'kill -TERM "$SPID" 2>/dev/null || true; stop_daemon' EXIT
     URL="http://127.0.0.1:$port"
     i=0
     until curl -sf --max-time 2 "$URL/healthz" >/dev/null 2>&1; do
