@@ -154,38 +154,53 @@ static long long num(const struct sbx_msg *m, const char *key, long long max)
     return e ? -1 : n;
 }
 
+/* One message from the daemon into BUF (BUFSZ - 1 bytes at most) with up
+ * to 4 descriptors into FDS (*NFDS).  The byte count (0: it hung up; -1
+ * with errno); *TRUNC when the message or its descriptors were cut. */
+static ssize_t recv_msg_fds(int fd, char *buf, size_t bufsz, int flags, int *fds, int *nfds,
+                            bool *trunc)
+{
+    union {
+        char b[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { .iov_base = buf, .iov_len = bufsz - 1 };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                         .msg_controllen = sizeof ctl.b };
+    ssize_t n;
+    do
+        n = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    *nfds = 0;
+    *trunc = false;
+    if (n <= 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < k && *nfds < 4; i++)
+                memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        }
+    *trunc = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    return n;
+}
+
 /* Takes one RING message with its descriptors.  1 taken (or dropped as
  * malformed), 0 nothing waiting, -1 the daemon hung up. */
 static int take_one(struct guard_keep *gk)
 {
     char buf[512];
-    union {
-        char b[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                         .msg_controllen = sizeof ctl.b };
-    ssize_t n;
-    do
-        n = recvmsg(gk->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    int fds[4], nfds = 0;
+    bool trunc = false;
+    ssize_t n = recv_msg_fds(gk->fd, buf, sizeof buf, MSG_DONTWAIT, fds, &nfds, &trunc);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 0;
     if (n <= 0)
         return -1;
-    int fds[4], nfds = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < k && nfds < 4; i++)
-                memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        }
     struct sbx_msg m;
     char err[128];
     long long pid = -1, since = -1;
-    bool parsed = !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
-                  sbx_msg_parse(buf, (size_t)n, &m, err, sizeof err) == 0;
+    bool parsed = !trunc && sbx_msg_parse(buf, (size_t)n, &m, err, sizeof err) == 0;
     /* ACK seq=N: the daemon has stored every supervisor row up to N
      * (guard_sup.h). */
     if (parsed && nfds == 0 && strcmp(m.verb, "ACK") == 0) {
@@ -293,26 +308,9 @@ static int request(struct guard_keep *gk, int fd, const char *msg, size_t len, c
         do
             pr = poll(&pf, 1, REPLY_MS);
         while (pr < 0 && errno == EINTR);
-        union {
-            char b[CMSG_SPACE(4 * sizeof(int))];
-            struct cmsghdr align;
-        } in;
-        struct iovec riov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
-        struct msghdr rh = { .msg_iov = &riov, .msg_iovlen = 1, .msg_control = in.b,
-                             .msg_controllen = sizeof in.b };
-        ssize_t n = -1;
-        if (pr > 0)
-            do
-                n = recvmsg(fd, &rh, MSG_CMSG_CLOEXEC);
-            while (n < 0 && errno == EINTR);
         int got[4], ngot = 0;
-        if (n > 0)
-            for (struct cmsghdr *c = CMSG_FIRSTHDR(&rh); c; c = CMSG_NXTHDR(&rh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                    int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-                    for (int i = 0; i < k && ngot < 4; i++)
-                        memcpy(&got[ngot++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                }
+        bool trunc = false;
+        ssize_t n = pr > 0 ? recv_msg_fds(fd, buf, sizeof buf, 0, got, &ngot, &trunc) : -1;
         if (n <= 0 || sbx_msg_parse(buf, (size_t)n, &m, err, errsz) < 0) {
             for (int i = 0; i < ngot; i++)
                 close(got[i]);
