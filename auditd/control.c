@@ -248,6 +248,7 @@ static void do_resume(struct daemon *d, struct conn *c, const struct sbx_msg *m)
     daemon_log("agent %s resumed after a daemon restart: run %s, guard pid %d", a->name,
                a->run_id, (int)guard_pid);
     rings_parked_resumed(d, a);
+    rings_feed_keeper(d);
     reply_ok(c);
 }
 

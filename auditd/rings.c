@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -229,6 +230,17 @@ static void mark_refused(int memfd)
 
 static void ring_register_one(struct daemon *d, struct ring *r);
 
+/* The ring outlives this daemon's death now (sbx_ring_hdr.kept): a process
+ * waiting to exit is woken (it waits on `space`, as for room). */
+static void ring_set_kept(struct sbx_ring_hdr *h)
+{
+    atomic_store(&h->kept, 1u);
+    if (atomic_load(&h->waiters)) {
+        atomic_fetch_add(&h->space, 1);
+        syscall(SYS_futex, &h->space, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+    }
+}
+
 /* An unanswered registration of a run this daemon does not know, in its
  * first DAEMON_PARK_MS: most likely a process of an agent whose sbx-guard
  * is about to take its run back (RESUME) after the previous daemon died;
@@ -258,7 +270,8 @@ static void unpark(struct daemon *d, size_t i)
     struct parked *p = &d->parked[i];
     if (p->pidfd >= 0)
         close(p->pidfd);
-    close(p->memfd);
+    if (p->memfd >= 0)
+        close(p->memfd);
     explicit_bzero(p->token, sizeof p->token);
     d->parked[i] = d->parked[--d->nparked];
 }
@@ -283,6 +296,15 @@ void rings_parked_resumed(struct daemon *d, struct agent *a)
             mark_refused(p->memfd);
             daemon_log_limited(&d->agent_log, "agent %s: refused the ring of pid %d held for "
                                "its run: %s", a->name, (int)p->pid, why);
+        } else {
+            /* Its guard's keeper gets a copy, as of any ring registered. */
+            struct stat sb;
+            struct ring *r = fstat(p->memfd, &sb) == 0 ? ring_by_file(d, sb.st_dev, sb.st_ino)
+                                                        : NULL;
+            if (r && r->memfd < 0) {
+                r->memfd = p->memfd;
+                p->memfd = -1;
+            }
         }
         unpark(d, i);
     }
@@ -429,6 +451,7 @@ static void ring_register_one(struct daemon *d, struct ring *r)
         rings_feed_keeper(d);
     } else {
         close(fds[0]);
+        ring_set_kept(r->hdr);
     }
     if (answer)
         reply(d, r->sock, "ok");
@@ -740,6 +763,8 @@ static void keeper_send(struct daemon *d, struct ring *r)
         daemon_log_limited(&d->agent_log, "agent %s: cannot hand pid %d's ring to its guard: %s",
                            r->agent->name, (int)r->pid, strerror(errno));
     }
+    /* Given (or not to be given at all): its process need not wait. */
+    ring_set_kept(r->hdr);
     close(r->memfd);
     r->memfd = -1;
 }
@@ -831,6 +856,9 @@ int rings_adopt(struct daemon *d, struct agent *a, int memfd, int pidfd, pid_t p
     if (since_ns > now || since_ns == 0)
         since_ns = now - 1000000000u;
     ring_attach(d, r, map, &sb, own_pidfd, pid, uid, since_ns, a);
+    /* sbx-guard's keeper holds it (it handed it over), or it was parked:
+     * then the caller gives the keeper a copy. */
+    ring_set_kept(r->hdr);
     /* Without a pidfd nothing tells us when the process ends: read it as
      * a dead one's (a live process registers it again, and joins it). */
     if (own_pidfd < 0)

@@ -32,7 +32,7 @@
  * would otherwise be most of every record).  Nothing in it is ever
  * rewritten while the ring lives; when it is full, texts go inline. */
 #define SBX_RING_MAGIC     0x53425852u   /* "SBXR" */
-#define SBX_RING_VERSION   2u
+#define SBX_RING_VERSION   3u
 #define SBX_RING_SLOT      128u
 #define SBX_RING_PAYLOAD   (SBX_RING_SLOT - 16u)
 #define SBX_RING_SLOTS     8192u         /* power of two */
@@ -72,6 +72,12 @@ struct sbx_ring_hdr {
                                  * (SBX_RING_REFUSED) */
     _Atomic uint32_t space;     /* futex word: bumped when the daemon frees slots */
     _Atomic uint32_t waiters;   /* producers sleeping on `space` */
+    _Atomic uint32_t kept;      /* daemon: 1 once the ring outlives the
+                                 * daemon's own death: sbx-guard's keeper
+                                 * has a copy (the hand-over), or there is
+                                 * no keeper to give one.  A process that
+                                 * exits with events not yet committed
+                                 * waits for it (preload/emit.c) */
 };
 
 /* The registration message a process sends on events.sock (SOCK_SEQPACKET)

@@ -111,7 +111,8 @@ static _Atomic uint32_t ring_epoch;
 
 #define WAIT_FULL_NS   2000000000ull   /* full ring: give up after 2 s */
 #define WAIT_REG_NS    10000000000ull   /* registration by another thread */
-#define RETRY_REG_NS   8000000000ull    /* the daemon died under a registration:
+#define WAIT_KEPT_NS   1000000000ull    /* at exit: the daemon takes the ring */
+#define RETRY_REG_NS   3000000000ull    /* the daemon died under a registration:
                                          * its successor has this long */
 #define STALL_NS       1000000000ull   /* after a timeout: fail fast this long */
 
@@ -375,6 +376,13 @@ fail:
  * refusal fails at once.  Still -1 when none comes back:
  * the caller fails closed.  Only nanosleep and clock_gettime: safe in a
  * signal handler and in a forked child. */
+/* Set once a whole RETRY_REG_NS passed with no daemon taking the run back
+ * (nobody restarts it: sbx-guard is gone, or the process runs without
+ * one): from then on each registration is tried once, so that every
+ * guarded call fails at once rather than after the wait, until one
+ * succeeds.  A forked child inherits it, which is right. */
+static _Atomic bool reg_gave_up;
+
 static int register_ring(int memfd, bool wait, bool size_it, int base, bool lost)
 {
     uint64_t until = 0;
@@ -383,18 +391,22 @@ static int register_ring(int memfd, bool wait, bool size_it, int base, bool lost
         bool again = false;
         int s = send_registration(memfd, wait, size_it, base, &again);
         if (s >= 0) {
+            atomic_store_explicit(&reg_gave_up, false, memory_order_relaxed);
             errno = saved;
             return s;
         }
         bool refused = strstr(last_error, "unknown agent id") != NULL;
-        if (!again || (refused && !lost))
+        if (!again || (refused && !lost) ||
+            atomic_load_explicit(&reg_gave_up, memory_order_relaxed))
             return -1;
         lost = lost || !refused;
         uint64_t now = mono_ns();
-        if (!until)
+        if (!until) {
             until = now + RETRY_REG_NS;
-        else if (now > until)
+        } else if (now > until) {
+            atomic_store_explicit(&reg_gave_up, true, memory_order_relaxed);
             return -1;
+        }
         struct timespec ts = { 0, 50000000 };
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
             ;
@@ -877,7 +889,29 @@ void sbx_emit_handover(void)
     struct emit_proc *p = proc;
     /* Everything taken (the usual case): nothing to hand over, and no
      * system call spent finding that out. */
-    if (!sbx_emit_untaken() || p->owner != (pid_t)syscall(SYS_getpid) || !daemon_lost(p))
+    if (!sbx_emit_untaken() || p->owner != (pid_t)syscall(SYS_getpid) || cfg.ring_file[0])
+        return;
+    /* Events not yet committed, and the daemon does not yet hold the ring
+     * where its own death cannot take it (sbx-guard's keeper): this
+     * process, about to end, may be the ring's last holder.  It waits until
+     * the daemon has it (usually within one turn of its loop), has taken
+     * the events, or is gone; boundedly. */
+    struct sbx_ring_hdr *r = p->ring;
+    uint64_t until = mono_ns() + WAIT_KEPT_NS;
+    for (;;) {
+        atomic_fetch_add(&r->waiters, 1);
+        uint32_t v = atomic_load(&r->space);
+        bool wait = !atomic_load_explicit(&r->kept, memory_order_acquire) &&
+                    sbx_emit_untaken() && !daemon_lost(p) && mono_ns() < until;
+        if (wait) {
+            struct timespec ts = { 0, 2000000 };
+            syscall(SYS_futex, &r->space, FUTEX_WAIT, v, &ts, NULL, 0);
+        }
+        atomic_fetch_sub(&r->waiters, 1);
+        if (!wait)
+            break;
+    }
+    if (!sbx_emit_untaken() || !daemon_lost(p))
         return;
     atomic_store(&p->ring->gone, 1u);
     (void)ensure_ring();

@@ -55,11 +55,13 @@ test_sigterm_drains_the_rings_and_commits_before_exit() {
 
 test_after_a_daemon_crash_emits_fail_fast_and_committed_rows_verify() {
     out=$("$PROGS/emit_storm" --crash c1)
-    # the ring takes what fits (8192 one-slot events), then every event
-    # fails at once
+    # the ring takes what fits (8192 one-slot events); the first event
+    # that finds it full and the daemon gone waits up to 3 s for a daemon
+    # to take the run back (preload/emit.c: register_ring; nobody restarts
+    # it here), then every event fails at once
     assert_contains "$out" "after crash: 1808 of 10000 failed"
     secs=$(echo "$out" | sed -n 's/.* in \([0-9.]*\) s.*/\1/p')
-    python3 -c "import sys; sys.exit(0 if float('$secs') < 2 else 1)" || fail "took $secs s"
+    python3 -c "import sys; sys.exit(0 if float('$secs') < 5 else 1)" || fail "took $secs s"
     assert_contains "$(sbx-audit verify)" "ok: 1001 rows, chain intact"
 }
 
