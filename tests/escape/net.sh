@@ -110,7 +110,15 @@ while True:
         c, _ = s.accept(); c.settimeout(1)
         try: c.recv(65536)
         except OSError: pass
-        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nhi\n"); c.close()
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nhi\n")
+        # FIN, then read what the client still sends until it closes: a
+        # close with its request unread (it came after the first recv gave
+        # up) would be a reset, and the client could lose the answer.
+        c.shutdown(socket.SHUT_WR); c.settimeout(2)
+        try:
+            while c.recv(65536): pass
+        except OSError: pass
+        c.close()
     except OSError:
         pass
 ' "$2" "$3" "$T/port.$1" ${4:+"$4"} >/dev/null 2>&1 &
