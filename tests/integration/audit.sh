@@ -286,6 +286,9 @@ test_a_guard_stopped_together_with_its_agent_as_by_job_control_is_not_killed() {
     sg=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$ap/status")   # sbx-guard
     pg=$(sed 's/.*) //' "/proc/$ap/stat" | cut -d' ' -f3)
     kill -STOP "$sg"; kill -STOP -- "-$pg" 2>/dev/null || kill -STOP "$ap"
+    # SIGSTOP takes effect when the guard next runs; give a busy (sanitized)
+    # guard a moment to reach the stopped state.
+    i=0; until grep -q '^State:.*T' "/proc/$sg/status" || [ $i -gt 40 ]; do sleep 0.05; i=$((i+1)); done
     grep -q '^State:.*T' "/proc/$sg/status" || fail "sbx-guard ($sg) is not stopped"
     sleep 7     # longer than the 5 s after which a stopped guard is gone
     kill -CONT -- "-$pg" 2>/dev/null || kill -CONT "$ap"; kill -CONT "$sg"
