@@ -69,10 +69,7 @@ static void publish_rings(struct daemon *d)
             continue;
         r->committed = r->tail;
         atomic_store_explicit(&r->hdr->tail, r->tail, memory_order_release);
-        if (atomic_load(&r->hdr->waiters)) {
-            atomic_fetch_add(&r->hdr->space, 1);
-            syscall(SYS_futex, &r->hdr->space, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
-        }
+        ring_wake_waiters(r->hdr);
     }
 }
 

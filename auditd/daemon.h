@@ -25,14 +25,28 @@
 #ifndef SBX_AUDIT_DAEMON_H
 #define SBX_AUDIT_DAEMON_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "ctlmsg.h"
 #include "event.h"
 #include "ring.h"
 #include "store.h"
+
+/* Wakes the producers sleeping on ring header H's `space` word, if any:
+ * after the daemon published a new tail (slots freed) or set `kept`. */
+static inline void ring_wake_waiters(struct sbx_ring_hdr *h)
+{
+    if (atomic_load(&h->waiters)) {
+        atomic_fetch_add(&h->space, 1);
+        syscall(SYS_futex, &h->space, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+    }
+}
 
 enum ep_kind { EP_EVENTS_LISTEN, EP_CTL_LISTEN, EP_SIGNAL, EP_RING_SOCK,
                EP_RING_PIDFD, EP_CONN };

@@ -235,10 +235,7 @@ static void ring_register_one(struct daemon *d, struct ring *r);
 static void ring_set_kept(struct sbx_ring_hdr *h)
 {
     atomic_store(&h->kept, 1u);
-    if (atomic_load(&h->waiters)) {
-        atomic_fetch_add(&h->space, 1);
-        syscall(SYS_futex, &h->space, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
-    }
+    ring_wake_waiters(h);
 }
 
 /* An unanswered registration of a run this daemon does not know, in its
