@@ -507,6 +507,19 @@ print(json.dumps(1))'
     body_is 'b["stdout"] == "1\n"'
 }
 
+test_a_request_finds_nothing_of_its_childs_warm_up() {
+    # A waiting child compiles a line and writes an empty string to its
+    # stdout before its request comes (serve-runner.py _rehearse): the
+    # code still starts in an empty namespace with nothing printed, and
+    # its own first line is line 1 of its tracebacks.
+    need observe
+    execute 'print(sorted(k for k in globals() if not k.startswith("__")))
+print(__name__)
+raise ValueError("first")'
+    body_is 'b["stdout"] == "[]\n__main__\n" and b["exit_code"] == 1'
+    body_is 'b["stderr"].startswith("Traceback") and "line 3" in b["stderr"] and "rehearsal" not in b["stderr"]'
+}
+
 test_two_requests_at_once_do_not_share_tmp() {
     need observe
     mark="sbx-at-once-$$"
