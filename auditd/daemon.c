@@ -353,6 +353,10 @@ int daemon_run(const char *runtime_dir, const char *db_path, const struct daemon
     sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    if (audit_store_checkpoint_thread(d->store) < 0) {
+        daemon_log("audit store: %s", audit_store_errmsg(d->store));
+        goto out;
+    }
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
     d->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     d->ev_listen = listen_on(d->events_path, 0600, true);

@@ -1,6 +1,8 @@
 /*
  * daemon.h — sbx-auditd's insides.  One thread, one epoll loop, a timer by
- * way of epoll_wait's timeout; no framework.  The files call downward only:
+ * way of epoll_wait's timeout; no framework.  (The store copies its WAL
+ * back on a thread of its own, auditd/store_ckpt.c, which touches nothing
+ * here.)  The files call downward only:
  *
  *   daemon.c    the loop: sockets, signals, commit policy, shutdown
  *   control.c   control.sock: registration, guard events, exits, kills

@@ -205,8 +205,8 @@ int main(int argc, char **argv)
     snprintf(o.rule, sizeof o.rule, "sbx-auditd%s%s%s%s", o.retain_ns ? " --retain " : "",
              o.retain_ns ? retain_arg : "", o.max_bytes ? " --max-size " : "",
              o.max_bytes ? size_arg : "");
-    /* One thread, so no allocation statistics (they take a mutex on every
-     * malloc inside SQLite). */
+    /* No allocation statistics: nothing reads them, and they take a mutex
+     * on every malloc inside SQLite. */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     umask(077);
     char rundir[4096], db[4096], pidpath[4096];

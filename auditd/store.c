@@ -202,7 +202,18 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 
 int audit_store_checkpoint(struct audit_store *st, bool idle)
 {
-    if (st->ro || st->in_txn || st->wal_pages == 0 || (!idle && st->wal_pages < st->wal_max_pages))
+    if (st->ro || st->in_txn)
+        return 0;
+    bool due = idle || st->wal_pages >= st->wal_max_pages;
+    if (st->ckpt) {
+        /* The thread checkpoints (store_ckpt.c); the writer only when the
+         * WAL outgrew what the thread can bring back. */
+        bool itself = false;
+        if (store_ckpt_step(st, idle, &itself) < 0)
+            return -1;
+        due = itself;
+    }
+    if (!due || st->wal_pages == 0)
         return 0;
     int log = 0, done = 0;
     int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
@@ -340,6 +351,7 @@ void audit_store_close(struct audit_store *st)
 {
     if (!st)
         return;
+    store_ckpt_stop(st);
     if (st->in_txn)
         audit_store_rollback(st);
     if (st->head_dirty && !st->ro)

@@ -105,6 +105,12 @@ void audit_store_set_fault_file(struct audit_store *st, const char *path);
 /* Copies the WAL back into the database: when IDLE, whatever is there;
  * otherwise only once the WAL passed 64 MiB.  Call between batches. 0/-1. */
 int audit_store_checkpoint(struct audit_store *st, bool idle);
+/* From now on checkpoints run on a thread of their own with a connection
+ * of its own (store_ckpt.c): the caller's loop no longer waits for the
+ * copy and its fsync.  audit_store_checkpoint asks the thread, and does
+ * one itself only when the WAL outgrows twice its bound.  Call with the
+ * signals the caller takes by signalfd already blocked.  0 / -1 (errmsg). */
+int audit_store_checkpoint_thread(struct audit_store *st);
 /* Last committed row id and hash. */
 int64_t audit_store_last_id(const struct audit_store *st);
 /* Its hash in hex (65 bytes with the NUL). */

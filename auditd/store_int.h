@@ -44,6 +44,9 @@ struct audit_store {
     unsigned char t_hash[AUDIT_HASH_LEN];
     int wal_pages;                          /* WAL size after the last commit */
     int64_t wal_max_pages;                  /* checkpoint above this (64 MiB) */
+    struct store_ckpt *ckpt;                /* the checkpoint thread, or NULL */
+    unsigned long ckpt_seen;                /* its checkpoints looked at */
+    int ckpt_asked_pages;                   /* wal_pages when it was last asked */
     /* The open batch's spans (store_spans.c), and the largest ts of every
      * row up to the committed end (ts_max) and up to the batch's end. */
     struct store_span spans[STORE_SPANS_MAX];
@@ -114,6 +117,14 @@ int store_spans_since(struct audit_store *st, int64_t since_ns, int64_t *lo);
  * the caller) of *N pairs first, last.  0 / -1. */
 int store_spans_agent(struct audit_store *st, const char *name, int64_t since_ns, int64_t lo,
                       int64_t **out, size_t *n);
+
+/* store_ckpt.c: the checkpoint thread.  Step: takes the result of the
+ * thread's last checkpoint (-1 with errmsg if it failed), and asks it for
+ * another when the WAL grew or the daemon is IDLE; *INLINE_NEEDED when the
+ * WAL outgrew four times its bound and the writer should copy the rest
+ * itself.  Stop: ends the thread (nothing when there is none). */
+int store_ckpt_step(struct audit_store *st, bool idle, bool *inline_needed);
+void store_ckpt_stop(struct audit_store *st);
 
 /* verify.c: checks the checkpoints against the rows that record them
  * (retention.c).  0 when they agree, else 1 with *BAD_ID and MSG set;

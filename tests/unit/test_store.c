@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sha2.h>
@@ -786,6 +787,85 @@ static void test_rows_an_older_daemon_appended_after_the_migration_get_spans(voi
     audit_store_close(st);
 }
 
+static off_t file_size(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 ? sb.st_size : 0;
+}
+
+/* Appends N rows of about 250 bytes for agent REF and commits them, as
+ * sbx-auditd does a batch. */
+static void bulk_batch(struct audit_store *st, int64_t ref, int n)
+{
+    char target[256];
+    memset(target, 'x', sizeof target - 1);
+    target[sizeof target - 1] = '\0';
+    for (int i = 0; i < n; i++) {
+        snprintf(target, 24, "/ws/bulk/%012d", i);
+        target[23] = 'x';
+        struct audit_row r = {
+            .ts_ns = 1000000000, .agent = "bulk", .run_id = "bulk-1", .pid = 7, .uid = 1000,
+            .op = "open-read", .target = target, .decision = "allow", .rule = "rule",
+            .layer = "guard", .agent_ref = ref,
+        };
+        assert_int_equal(audit_store_append(st, &r), 0);
+    }
+    assert_int_equal(audit_store_commit(st, false), 0);
+}
+
+static void test_the_checkpoint_thread_copies_the_wal_back_while_commits_go_on(void **state)
+{
+    (void)state;
+    struct audit_store *st = fresh();
+    assert_int_equal(audit_store_checkpoint_thread(st), 0);
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    int64_t ref;
+    struct audit_agent a = { .name = "bulk", .run_id = "bulk-1" };
+    assert_int_equal(audit_store_agent_start(st, &a, &ref), 0);
+    assert_int_equal(audit_store_commit(st, true), 0);
+    /* Past the WAL's 64 MiB bound the thread copies pages back into the
+     * database while batches keep being committed; the writer would copy
+     * them itself only past four times the bound, which the WAL never
+     * reaches here. */
+    off_t db0 = file_size(path), wal_max = 0, inside = 0;
+    long rows = 0;
+    while (file_size(path) < db0 + (32 << 20)) {
+        bulk_batch(st, ref, 4096);
+        rows += 4096;
+        /* The checkpoint offered after each batch, as the daemon does. */
+        off_t before = file_size(path);
+        assert_int_equal(audit_store_checkpoint(st, false), 0);
+        inside += file_size(path) - before;
+        if (file_size(wal) > wal_max)
+            wal_max = file_size(wal);
+        assert_true(rows < 3000000);
+    }
+    assert_true(wal_max >= 64 << 20);
+    assert_true(wal_max < 4 * (64 << 20));
+    /* The pages came back while the writer was appending, not in the
+     * writer's own checkpoint calls. */
+    assert_true(file_size(path) - db0 - inside >= 16 << 20);
+    /* Quiet: the thread copies the rest, and the WAL starts over. */
+    off_t wal_now = file_size(wal);
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(audit_store_checkpoint(st, true), 0);
+        usleep(10000);
+        bulk_batch(st, ref, 1);
+        rows++;
+        if (file_size(wal) < wal_now)
+            break;
+    }
+    assert_true(file_size(wal) <= 64 << 20);
+    assert_int_equal(sql_int("SELECT count(*) FROM events"), rows);
+    assert_int_equal(audit_store_flush_head(st), 0);     /* as the daemon does */
+    struct audit_verify v;
+    char err[512];
+    assert_int_equal(audit_store_verify(st, &v, err, sizeof err), 0);
+    assert_true(v.ok);
+    audit_store_close(st);
+}
+
 static void test_a_missing_store_is_a_clear_error_when_read_only(void **state)
 {
     (void)state;
@@ -833,6 +913,7 @@ int main(void)
         cmocka_unit_test(test_pruning_keeps_the_rest_of_the_chain_verifiable),
         cmocka_unit_test(test_the_chain_continues_across_reopen),
         cmocka_unit_test(test_a_missing_store_is_a_clear_error_when_read_only),
+        cmocka_unit_test(test_the_checkpoint_thread_copies_the_wal_back_while_commits_go_on),
         cmocka_unit_test(test_stats_summarise_each_agent_s_events_denials_and_denied_targets),
         cmocka_unit_test(test_stats_name_only_the_most_denied_targets_most_first),
         cmocka_unit_test(test_stats_stop_when_the_callback_says_so),
