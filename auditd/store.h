@@ -108,7 +108,7 @@ int audit_store_checkpoint(struct audit_store *st, bool idle);
 /* From now on checkpoints run on a thread of their own with a connection
  * of its own (store_ckpt.c): the caller's loop no longer waits for the
  * copy and its fsync.  audit_store_checkpoint asks the thread, and does
- * one itself only when the WAL outgrows twice its bound.  Call with the
+ * one itself only when the WAL outgrows four times its bound.  Call with the
  * signals the caller takes by signalfd already blocked.  0 / -1 (errmsg). */
 int audit_store_checkpoint_thread(struct audit_store *st);
 /* Last committed row id and hash. */
