@@ -248,6 +248,7 @@ int batch_commit(struct daemon *d, bool durable)
     }
     /* The commit may need descriptors (the head file, SQLite's own): the
      * reserve is for this too. */
+    bool rows = audit_store_pending(d->store) > 0;
     daemon_reserve_release(d);
     int rc = audit_store_commit(d->store, durable);
     (void)daemon_reserve_take(d);
@@ -260,6 +261,8 @@ int batch_commit(struct daemon *d, bool durable)
     ctl_rows_stored(d);
     int64_t head = audit_store_last_id(d->store);
     uint64_t now = daemon_now_ms();
+    if (rows)
+        d->last_rows_ms = now;
     /* At most once a minute, durable commits too: an agent's start and
      * exit are durable, and a line for each filled the log as fast as the
      * store (the head file and the exporter keep the head; this line is a

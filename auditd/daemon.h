@@ -220,6 +220,7 @@ struct daemon {
     uint64_t held_log_ms;       /* retention: last "kept for the exporter" line */
     uint64_t last_head_log_ms;
     uint64_t last_busy_ms;      /* last turn that drained something */
+    uint64_t last_rows_ms;      /* last commit of rows, from rings or not */
     unsigned poll_ms;           /* lingering: the next look (daemon.c) */
     uint64_t head_ms;           /* when the store's head file was last brought up */
     int64_t logged_head;

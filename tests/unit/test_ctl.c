@@ -586,6 +586,66 @@ static void test_supervisor_rows_are_kept_until_a_commit_acknowledges_them(void 
     sqlite3_close(db);
 }
 
+/* The WAL's checkpoint sequence number (its header, bytes 12-15, big
+ * endian): one more each time the WAL starts over after a checkpoint that
+ * copied all of it back into the database. */
+static uint32_t wal_restarts(void)
+{
+    char path[4200];
+    unsigned char h[16] = { 0 };
+    snprintf(path, sizeof path, "%s-wal", getenv("SBX_AUDIT_DB"));
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(h, 1, sizeof h, f), sizeof h);
+    fclose(f);
+    return (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 | (uint32_t)h[14] << 8 | h[15];
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static void test_rows_of_a_control_connection_are_copied_back_after_a_quiet_second_not_each(
+    void **state)
+{
+    (void)state;
+    /* sbx-serve's verdicts come one by one on a control connection, not
+     * through a ring.  The daemon took a moment without ring rows for a
+     * quiet store and had the WAL copied back and synced after each such
+     * commit: most of its CPU under a stream of rejected requests. */
+    int g = open_ctl();
+    char id[64], tok[80], err[256];
+    int64_t last = -1;
+    struct sbx_agent_reg reg = { .name = "verdicts", .guard_pid = getpid() };
+    assert_int_equal(sbx_ctl_register(g, &reg, id, sizeof id, tok, sizeof tok, err, sizeof err), 0);
+    assert_int_equal(sbx_ctl_sync(g, &last, err, sizeof err), 0);
+    struct sbx_event_desc ev = { .op = SBX_OP_EXEC, .decision = SBX_DENY,
+                                 .layer = SBX_LAYER_SBX, .target = "code sha256:0 (1 bytes)" };
+    /* Quiet first (the tests before wrote rings): */
+    sleep_ms(1500);
+    uint32_t before = wal_restarts();
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(sbx_ctl_event_async(g, &ev), 0);
+        assert_int_equal(sbx_ctl_sync(g, &last, err, sizeof err), 0);
+        sleep_ms(5);
+    }
+    uint32_t busy = wal_restarts();
+    /* A second without rows: then the WAL is copied back, and starts over
+     * at the next commit. */
+    sleep_ms(2500);
+    assert_int_equal(sbx_ctl_event_async(g, &ev), 0);
+    assert_int_equal(sbx_ctl_sync(g, &last, err, sizeof err), 0);
+    uint32_t after = wal_restarts();
+    assert_int_equal(sbx_ctl_exit(g, 0, "exited 0"), 0);
+    sbx_ctl_close(g);
+    if (busy - before > 2)
+        fail_msg("the WAL started over %u times in 40 commits 5 ms apart", busy - before);
+    if (after == busy)
+        fail_msg("the WAL did not start over after 2.5 s without rows");
+}
+
 static int stop_daemon(void **state)
 {
     (void)state;
@@ -625,6 +685,8 @@ int main(void)
         cmocka_unit_test(test_a_ring_with_a_wrong_token_is_refused),
         cmocka_unit_test(test_a_ring_writer_cannot_choose_its_records_time_nor_flood_the_log),
         cmocka_unit_test(test_supervisor_rows_are_kept_until_a_commit_acknowledges_them),
+        cmocka_unit_test(
+            test_rows_of_a_control_connection_are_copied_back_after_a_quiet_second_not_each),
     };
     return cmocka_run_group_tests(tests, NULL, stop_daemon);
 }
