@@ -34,6 +34,7 @@ import re
 import sys
 
 MAX_LINE = 16 * 1024 * 1024
+READ_CHUNK = 64 << 10           # LineReader's reads
 FD_IN, FD_OUT = 3, 4
 
 # ---- the rule tables of SERVE.md "The static check" -------------------------
@@ -540,7 +541,10 @@ class LineReader:
             self.scanned = len(self.buf)
             if self.scanned > MAX_LINE:
                 raise ProtocolError("line longer than 16 MiB")
-            chunk = os.read(self.fd, 1 << 20)
+            # 64 KiB: a read of 1 MiB made Python map, shrink and unmap a
+            # fresh buffer for each request, two page faults and three
+            # system calls of the validator's ~0.3 ms a check.
+            chunk = os.read(self.fd, READ_CHUNK)
             if not chunk:
                 if self.buf:
                     raise ProtocolError("unterminated line at end of input")
