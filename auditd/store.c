@@ -204,14 +204,14 @@ int audit_store_checkpoint(struct audit_store *st, bool idle)
 {
     if (st->ro || st->in_txn)
         return 0;
-    bool due = idle || st->wal_pages >= st->wal_max_pages;
+    bool due;
     if (st->ckpt) {
         /* The thread checkpoints (store_ckpt.c); the writer only when the
          * WAL outgrew what the thread can bring back. */
-        bool itself = false;
-        if (store_ckpt_step(st, idle, &itself) < 0)
+        if (store_ckpt_step(st, idle, &due) < 0)
             return -1;
-        due = itself;
+    } else {
+        due = idle || st->wal_pages >= st->wal_max_pages;
     }
     if (!due || st->wal_pages == 0)
         return 0;
@@ -222,7 +222,7 @@ int audit_store_checkpoint(struct audit_store *st, bool idle)
         return -1;
     }
     /* Pages a reader still needs stay in the WAL: try again later. */
-    st->wal_pages = log > done ? log - done : 0;
+    st->wal_pages = store_wal_left(log, done);
     return 0;
 }
 

@@ -118,7 +118,7 @@ int store_ckpt_step(struct audit_store *st, bool idle, bool *inline_needed)
         } else if (st->wal_pages == st->ckpt_asked_pages) {
             /* No commit since it was asked for: what it left is the WAL's
              * uncopied part (0: the next commit starts the WAL over). */
-            st->wal_pages = c->log > c->done ? c->log - c->done : 0;
+            st->wal_pages = store_wal_left(c->log, c->done);
         }
     }
     if (!c->busy && !c->want) {

@@ -66,6 +66,13 @@ struct audit_store {
 };
 
 void store_set_err(struct audit_store *st, const char *what);
+/* The WAL's frames a checkpoint left uncopied (LOG and DONE as
+ * sqlite3_wal_checkpoint_v2 reports them; 0: it starts over at the next
+ * commit). */
+static inline int store_wal_left(int log, int done)
+{
+    return log > done ? log - done : 0;
+}
 /* store_check.c: the writer's checks.  Each returns 0, or -1 with the
  * reason in ERR (or st->errmsg), worded for the operator. */
 /* Reads the head file: 1 and *ID/HASH, 0 when there is none, -1 when it
