@@ -246,12 +246,18 @@ int batch_commit(struct daemon *d, bool durable)
         audit_store_rollback(d->store);
         return -1;
     }
-    /* The commit may need descriptors (the head file, SQLite's own): the
-     * reserve is for this too. */
+    /* A durable commit writes the head file, which needs descriptors: the
+     * reserve is for this too, and so is any commit once descriptors ran
+     * short or a write failed.  A routine commit uses the files SQLite
+     * holds open, and closing and reopening the reserve around it was
+     * eight system calls of each (a row at a time: sbx-serve's verdicts). */
     bool rows = audit_store_pending(d->store) > 0;
-    daemon_reserve_release(d);
+    bool fds = durable || d->accept_paused || d->store_retry_ms;
+    if (fds)
+        daemon_reserve_release(d);
     int rc = audit_store_commit(d->store, durable);
-    (void)daemon_reserve_take(d);
+    if (fds)
+        (void)daemon_reserve_take(d);
     if (rc < 0) {
         batch_failed(d);
         return -1;
