@@ -103,7 +103,10 @@ int iso_print(const struct iso_request *req, FILE *out)
     struct iso_landlock *ll = calloc(1, sizeof *ll);
     char err[ISO_ERR_LEN];
     bool netns = iso_net_own_ns(req->policy);
-    bool netns_nosup = iso_net_unix_only(req->policy);   /* bwrap, containers */
+    bool netns_nosup = iso_net_unix_only(req->policy);   /* bwrap */
+    /* gVisor and the engines: --network=none exactly when iso_spawn_gvisor
+     * and iso_spawn_container choose it. */
+    bool net_none = iso_net_loopback_only(req->policy);
     int rc = -1;
 
     if (mp == NULL || ll == NULL)
@@ -153,9 +156,9 @@ int iso_print(const struct iso_request *req, FILE *out)
         snprintf(bundle, sizeof bundle, "%s/gvisor.XXXXXX",
                  req->runtime_dir ? req->runtime_dir : "/tmp");
         snprintf(empty, sizeof empty, "%s/empty", bundle);
-        char **argv = iso_gvisor_argv(bundle, "sbx-PID-XXXXXX", netns, req->n_binds > 0, err,
+        char **argv = iso_gvisor_argv(bundle, "sbx-PID-XXXXXX", net_none, req->n_binds > 0, err,
                                       sizeof err);
-        char *config = argv ? iso_gvisor_config(req, mp, empty, netns, err, sizeof err) : NULL;
+        char *config = argv ? iso_gvisor_config(req, mp, empty, net_none, err, sizeof err) : NULL;
         if (config == NULL) {
             fprintf(out, "error: %s\n", err);
             iso_argv_free(argv);
@@ -170,7 +173,7 @@ int iso_print(const struct iso_request *req, FILE *out)
                      "seccomp: sbx's list as the bundle's linux.seccomp, enforced by the Sentry\n"
                      "  (--oci-seccomp); the Sentry serves every system call, so no call\n"
                      "  reaches the host kernel\n");
-        fprintf(out, "net: %s\n", netns
+        fprintf(out, "net: %s\n", net_none
                 ? "none: the sandbox's own loopback only (the host's loopback services are\n"
                   "  out of reach, unlike native)"
                 : "the host's (--network=host): network rules are held by the guard alone");
@@ -187,7 +190,7 @@ int iso_print(const struct iso_request *req, FILE *out)
         char profile[4200];
         snprintf(profile, sizeof profile, "%s/seccomp.XXXXXX.json",
                  req->runtime_dir ? req->runtime_dir : "/tmp");
-        char **argv = iso_container_argv(req, mp, "sbx-PID-XXXX", netns, profile, err,
+        char **argv = iso_container_argv(req, mp, "sbx-PID-XXXX", net_none, profile, err,
                                          sizeof err);
         if (argv == NULL) {
             fprintf(out, "error: %s\n", err);

@@ -70,6 +70,18 @@ test_print_isolation_shows_the_engine_command_line() {
     assert_contains "$out" "$IMAGE ./agent.py"
 }
 
+test_print_isolation_names_the_network_the_engine_gets() {
+    # As iso_spawn_container decides: none when every rule is loopback or
+    # unix:, the host's when a rule names an outside address.
+    printf 'version: 1\nname: nonet\nnetwork:\n  connect:\n    allow: []\n' >"$T/nonet.yaml"
+    printf 'version: 1\nname: out\nnetwork:\n  connect:\n    allow: ["*:443"]\n' >"$T/out.yaml"
+    out=$(guard --isolation podman --image "$IMAGE" --policy "$T/nonet.yaml" --print-isolation -- true)
+    assert_contains "$out" " --network=none "
+    out=$(guard --isolation docker --image "$IMAGE" --policy "$T/out.yaml" --print-isolation -- true)
+    assert_contains "$out" " --network=host "
+    assert_not_contains "$out" " --network=none "
+}
+
 test_the_engines_get_sbx_seccomp_list_as_their_profile() {
     out=$(guard --isolation docker --image "$IMAGE" --print-isolation -- ./agent.py)
     assert_contains "$out" "--security-opt=seccomp=$SBX_RUNTIME_DIR/seccomp.XXXXXX.json"

@@ -281,6 +281,35 @@ test_gvisor_print_isolation_shows_the_runsc_command_line() {
     assert_contains "$out" "not available under gVisor: Landlock"
 }
 
+test_gvisor_print_isolation_names_the_network_the_run_really_gets() {
+    # --print-isolation printed --network=none for every policy the native
+    # supervisor can serve, while the run took the host's network whenever
+    # a rule names an outside address.  Each policy here: the runsc command
+    # line printed against the one sbx-guard runs (a runsc that records its
+    # arguments and fails).
+    no_network_policy
+    cat >"$T/outside.yaml" <<'YAML'
+version: 1
+name: outside
+network:
+  connect:
+    allow: ["*:443"]
+YAML
+    printf '#!/bin/sh\nprintf "%%s\\n" "$*" >"%s"\nexit 1\n' "$T/runsc.args" >"$T/fake-runsc"
+    chmod +x "$T/fake-runsc"
+    for p in nonet outside; do
+        printed=$(guard --isolation gvisor --policy "$T/$p.yaml" --print-isolation -- true \
+            | grep -o -- '--network=[a-z]*' | head -n 1)
+        rm -f "$T/runsc.args"
+        SBX_RUNSC="$T/fake-runsc" guard --isolation gvisor --policy "$T/$p.yaml" -- true \
+            >/dev/null 2>&1 || true
+        [ -f "$T/runsc.args" ] || fail "$p: sbx-guard did not run the fake runsc"
+        ran=$(grep -o -- '--network=[a-z]*' "$T/runsc.args")
+        assert_eq "$printed" "$ran" "$p: the printed network"
+    done
+    assert_eq "$ran" "--network=host" "outside: the network"
+}
+
 test_gvisor_bundle_is_valid_json_with_the_deny_cover_and_sbx_hidden() {
     echo secret >.env
     guard --isolation gvisor --print-isolation -- /bin/true >"$T/p.txt"
