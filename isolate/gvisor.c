@@ -207,6 +207,43 @@ static void keeps(struct jbuf *b, bool *first, const struct iso_request *req,
         jmount(b, first, req->ring_file, "bind", req->ring_file, "bind,rw");
 }
 
+/* Whether keep I is bound by tmp_keeps (see there). */
+static bool tmp_keep_bound(const struct iso_mounts *mp, size_t i)
+{
+    const char *k = mp->keep[i];
+    struct stat st;
+    if (!policy_path_under(k, "/tmp") || under_a_hide(mp, k) || stat(k, &st) < 0
+        || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        return false;           /* events.sock among them: not reachable here */
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(mp->keep[j], k) == 0)
+            return false;       /* bound once */
+    for (size_t j = 0; j < mp->n; j++)
+        if (iso_mounts_rw_from_host(mp, &mp->m[j]) && policy_path_under(k, mp->m[j].path))
+            return false;       /* inside a write root, bound writable */
+    return true;
+}
+
+/* What the private /tmp would hide and the sandbox needs: the workspace
+ * when the policy does not make it writable (runsc refuses to start in a
+ * working directory it cannot find), the guard's files.  Bound back
+ * read-only, each once, and none inside another bound here. */
+static void tmp_keeps(struct jbuf *b, bool *first, const struct iso_mounts *mp)
+{
+    if (!mp->private_tmp)
+        return;
+    for (size_t i = 0; i < mp->n_keep; i++) {
+        bool inside = false;
+        if (!tmp_keep_bound(mp, i))
+            continue;
+        for (size_t j = 0; j < mp->n_keep && !inside; j++)
+            inside = j != i && strcmp(mp->keep[j], mp->keep[i]) != 0
+                     && policy_path_under(mp->keep[i], mp->keep[j]) && tmp_keep_bound(mp, j);
+        if (!inside)
+            jmount(b, first, mp->keep[i], "bind", mp->keep[i], "rbind,ro");
+    }
+}
+
 /* Whether NAME matches the last component of some files.exec.deny glob:
  * the cheap test before the full decision (the walk looks at every
  * program of the system, ~1,300 here, and sbx-guard's start-up pays it). */
@@ -337,6 +374,7 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
         if (iso_mounts_rw_from_host(mp, &mp->m[i]))
             jmount(&b, &first, mp->m[i].path, "bind", mp->m[i].path,
                    strstr(mp->m[i].why, "noexec") ? "rbind,rw,noexec" : "rbind,rw");
+    tmp_keeps(&b, &first, mp);
     /* sbx's own directories: an empty tmpfs, with back the single files
      * the guard reads (and the ring it writes). */
     for (size_t i = 0; i < mp->n_hide; i++)

@@ -281,6 +281,36 @@ test_gvisor_print_isolation_shows_the_runsc_command_line() {
     assert_contains "$out" "not available under gVisor: Landlock"
 }
 
+test_gvisor_a_read_only_workspace_under_tmp_is_there_and_stays_read_only() {
+    need_runsc
+    # The sandbox's /tmp is its own: a workspace under the host's /tmp
+    # came back only as a write root, so under a policy that writes
+    # nothing there runsc could not find its working directory and
+    # nothing started.
+    cat >"$T/ro.yaml" <<'YAML'
+version: 1
+name: ro
+files:
+  write:
+    allow: [/dev/null]
+    deny: []
+YAML
+    d=$(mktemp -d /tmp/sbx-gvws.XXXXXX)
+    cp "$PROGS/static_escape" "$d/esc"
+    echo inside >"$d/f.txt"
+    out=$(cd "$d" && guard --isolation gvisor --policy "$T/ro.yaml" -- ./esc read f.txt 2>"$T/err") \
+        || true
+    err=$(cat "$T/err")
+    out2=$(cd "$d" && guard --isolation gvisor --policy "$T/ro.yaml" -- ./esc write new.txt \
+        2>/dev/null) || true
+    made=no
+    [ -e "$d/new.txt" ] && made=yes
+    rm -rf "$d"
+    assert_eq "$out" "ok" "a read in the workspace ($err)"
+    assert_contains "$out2" "fail" "a write in the read-only workspace"
+    assert_eq "$made" "no" "the file written"
+}
+
 test_gvisor_print_isolation_names_the_network_the_run_really_gets() {
     # --print-isolation printed --network=none for every policy the native
     # supervisor can serve, while the run took the host's network whenever
