@@ -105,9 +105,18 @@ char **iso_container_argv(const struct iso_request *req, const struct iso_mounts
                 iso_argv_addf(&a, "--ulimit=%s=%llu:%llu", names[k].name,
                      (unsigned long long)rl[i].value, (unsigned long long)rl[i].value);
     }
+    /* The write roots (under the private /tmp only the workspace's). */
+    bool ws_rw = false;
     for (size_t i = 0; i < mp->n; i++)
-        if (mp->m[i].kind == ISO_MNT_RW && !policy_path_under(mp->m[i].path, "/tmp"))
+        if (iso_mounts_rw_from_host(mp, &mp->m[i])) {
             iso_argv_addf(&a, "--volume=%s:%s", mp->m[i].path, mp->m[i].path);
+            ws_rw = ws_rw || (req->workspace && policy_path_under(req->workspace, mp->m[i].path));
+        }
+    /* The image has no copy of the workspace: read-only where the policy
+     * does not make it writable (it was missing, and the engine made an
+     * empty working directory in its place). */
+    if (req->workspace && !ws_rw)
+        iso_argv_addf(&a, "--volume=%s:%s:ro", req->workspace, req->workspace);
     bind_file(&a, req->preload, false);
     bind_file(&a, req->policy_copy, false);
     bind_file(&a, req->policy_image, false);

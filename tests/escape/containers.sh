@@ -82,6 +82,25 @@ test_print_isolation_names_the_network_the_engine_gets() {
     assert_not_contains "$out" " --network=none "
 }
 
+test_the_workspace_is_bound_into_the_container_writable_or_read_only_as_the_policy_says() {
+    # The image has no copy of the workspace: it was bound only as a write
+    # root outside /tmp, so a read-only policy, or a workspace under /tmp,
+    # ran the agent in an empty directory the engine made.
+    printf 'version: 1\nname: ro\nfiles:\n  write:\n    allow: [/dev/null]\n    deny: []\n' >"$T/ro.yaml"
+    printf 'version: 1\nname: rw\nfiles:\n  write:\n    allow: ["./**"]\n    deny: []\n' >"$T/rw.yaml"
+    d=$(mktemp -d /tmp/sbx-ctws.XXXXXX)
+    for ws in "$WS" "$d"; do
+        ro=$(cd "$ws" && guard --isolation podman --image "$IMAGE" --policy "$T/ro.yaml" \
+            --print-isolation -- true)
+        rw=$(cd "$ws" && guard --isolation docker --image "$IMAGE" --policy "$T/rw.yaml" \
+            --print-isolation -- true)
+        assert_contains "$ro" " --volume=$ws:$ws:ro " "$ws, read-only policy"
+        assert_contains "$rw" " --volume=$ws:$ws " "$ws, writable policy"
+        assert_not_contains "$rw" " --volume=$ws:$ws:ro " "$ws, writable policy"
+    done
+    rm -rf "$d"
+}
+
 test_the_engines_get_sbx_seccomp_list_as_their_profile() {
     out=$(guard --isolation docker --image "$IMAGE" --print-isolation -- ./agent.py)
     assert_contains "$out" "--security-opt=seccomp=$SBX_RUNTIME_DIR/seccomp.XXXXXX.json"
