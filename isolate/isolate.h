@@ -152,8 +152,8 @@ void iso_keep_inherited_ignores(void);
  * hands its status out on child->status_fd.  A program that calls this
  * first thing in main (sbx-guard) offers that mode: when ARGV asks for it,
  * this runs the reporter and does not return; else it returns and
- * iso_spawn_bwrap may use it.  Without the call (sbx-serve) bwrap's exit
- * status is all there is. */
+ * iso_spawn_bwrap may use it.  Without the call bwrap's exit status is all
+ * there is (sbx-serve does not call it: it has no bwrap mode). */
 void iso_bwrap_report_main(int argc, char **argv);
 
 /* Added.  After waitpid(child->pid) returned STATUS: the agent's own wait
