@@ -184,64 +184,55 @@ static bool under_a_hide(const struct iso_mounts *mp, const char *path)
     return false;
 }
 
-/* Single files the guard needs from the directories the plan hides: bound
- * back read-only (the ring writable), each once, after every hide.  Once
- * is enough: runsc mounts in the order of the destination's length (a
- * stable sort), so a file comes after every directory above it, and a
- * second bind of the same file was ~3 ms of start-up for nothing (each
- * bind is a gofer connection of its own). */
+/* Whether the sandbox would not see PATH: under a directory the plan
+ * hides, or under the host's /tmp where the sandbox has its own. */
+static bool hidden(const struct iso_mounts *mp, const char *path)
+{
+    return under_a_hide(mp, path) || (mp->private_tmp && policy_path_under(path, "/tmp"));
+}
+
+/* Whether keep I is bound back by keeps(): hidden, there, not bound
+ * already, and not inside a write root (bound writable). */
+static bool keep_bound(const struct iso_mounts *mp, size_t i)
+{
+    const char *k = mp->keep[i];
+    struct stat st;
+    if (!hidden(mp, k) || stat(k, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+        return false;           /* events.sock among them: not reachable here */
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(mp->keep[j], k) == 0)
+            return false;
+    for (size_t j = 0; j < mp->n; j++)
+        if (iso_mounts_rw_from_host(mp, &mp->m[j]) && policy_path_under(k, mp->m[j].path))
+            return false;
+    return true;
+}
+
+/* What the plan hides and the sandbox needs, bound back read-only (the
+ * ring writable), each once, none inside another: the guard's files, and
+ * the workspace under /tmp when the policy does not make it writable
+ * (runsc does not start in a working directory it cannot find).  Once is
+ * enough: runsc mounts in the order of the destination's length (a stable
+ * sort), so a keep comes after every directory above it, and a second
+ * bind of the same file was ~3 ms of start-up for nothing (each bind is a
+ * gofer connection of its own). */
 static void keeps(struct jbuf *b, bool *first, const struct iso_request *req,
                   const struct iso_mounts *mp)
 {
     for (size_t i = 0; i < mp->n_keep; i++) {
         struct stat st;
-        bool dup = false;
-        for (size_t k = 0; k < i && !dup; k++)
-            dup = strcmp(mp->keep[k], mp->keep[i]) == 0;
-        if (dup || !under_a_hide(mp, mp->keep[i]) || stat(mp->keep[i], &st) < 0
-            || !S_ISREG(st.st_mode))
-            continue;       /* events.sock among them: not reachable here */
-        jmount(b, first, mp->keep[i], "bind", mp->keep[i], "bind,ro");
-    }
-    if (req->ring_file && under_a_hide(mp, req->ring_file))
-        jmount(b, first, req->ring_file, "bind", req->ring_file, "bind,rw");
-}
-
-/* Whether keep I is bound by tmp_keeps (see there). */
-static bool tmp_keep_bound(const struct iso_mounts *mp, size_t i)
-{
-    const char *k = mp->keep[i];
-    struct stat st;
-    if (!policy_path_under(k, "/tmp") || under_a_hide(mp, k) || stat(k, &st) < 0
-        || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-        return false;           /* events.sock among them: not reachable here */
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(mp->keep[j], k) == 0)
-            return false;       /* bound once */
-    for (size_t j = 0; j < mp->n; j++)
-        if (iso_mounts_rw_from_host(mp, &mp->m[j]) && policy_path_under(k, mp->m[j].path))
-            return false;       /* inside a write root, bound writable */
-    return true;
-}
-
-/* What the private /tmp would hide and the sandbox needs: the workspace
- * when the policy does not make it writable (runsc refuses to start in a
- * working directory it cannot find), the guard's files.  Bound back
- * read-only, each once, and none inside another bound here. */
-static void tmp_keeps(struct jbuf *b, bool *first, const struct iso_mounts *mp)
-{
-    if (!mp->private_tmp)
-        return;
-    for (size_t i = 0; i < mp->n_keep; i++) {
         bool inside = false;
-        if (!tmp_keep_bound(mp, i))
+        if (!keep_bound(mp, i) || stat(mp->keep[i], &st) < 0)
             continue;
         for (size_t j = 0; j < mp->n_keep && !inside; j++)
-            inside = j != i && strcmp(mp->keep[j], mp->keep[i]) != 0
-                     && policy_path_under(mp->keep[i], mp->keep[j]) && tmp_keep_bound(mp, j);
+            inside = strcmp(mp->keep[j], mp->keep[i]) != 0
+                     && policy_path_under(mp->keep[i], mp->keep[j]) && keep_bound(mp, j);
         if (!inside)
-            jmount(b, first, mp->keep[i], "bind", mp->keep[i], "rbind,ro");
+            jmount(b, first, mp->keep[i], "bind", mp->keep[i],
+                   S_ISDIR(st.st_mode) ? "rbind,ro" : "bind,ro");
     }
+    if (req->ring_file && hidden(mp, req->ring_file))
+        jmount(b, first, req->ring_file, "bind", req->ring_file, "bind,rw");
 }
 
 /* Whether NAME matches the last component of some files.exec.deny glob:
@@ -374,7 +365,6 @@ char *iso_gvisor_config(const struct iso_request *req, const struct iso_mounts *
         if (iso_mounts_rw_from_host(mp, &mp->m[i]))
             jmount(&b, &first, mp->m[i].path, "bind", mp->m[i].path,
                    strstr(mp->m[i].why, "noexec") ? "rbind,rw,noexec" : "rbind,rw");
-    tmp_keeps(&b, &first, mp);
     /* sbx's own directories: an empty tmpfs, with back the single files
      * the guard reads (and the ring it writes). */
     for (size_t i = 0; i < mp->n_hide; i++)
