@@ -191,13 +191,12 @@ static bool hidden(const struct iso_mounts *mp, const char *path)
     return under_a_hide(mp, path) || (mp->private_tmp && policy_path_under(path, "/tmp"));
 }
 
-/* Whether keep I is bound back by keeps(): hidden, there, not bound
- * already, and not inside a write root (bound writable). */
-static bool keep_bound(const struct iso_mounts *mp, size_t i)
+/* Whether keep I is bound back by keeps(): hidden, there (*ST), not
+ * bound already, and not inside a write root (bound writable). */
+static bool keep_bound(const struct iso_mounts *mp, size_t i, struct stat *st)
 {
     const char *k = mp->keep[i];
-    struct stat st;
-    if (!hidden(mp, k) || stat(k, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+    if (!hidden(mp, k) || stat(k, st) < 0 || !(S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)))
         return false;           /* events.sock among them: not reachable here */
     for (size_t j = 0; j < i; j++)
         if (strcmp(mp->keep[j], k) == 0)
@@ -220,13 +219,13 @@ static void keeps(struct jbuf *b, bool *first, const struct iso_request *req,
                   const struct iso_mounts *mp)
 {
     for (size_t i = 0; i < mp->n_keep; i++) {
-        struct stat st;
+        struct stat st, other;
         bool inside = false;
-        if (!keep_bound(mp, i) || stat(mp->keep[i], &st) < 0)
+        if (!keep_bound(mp, i, &st))
             continue;
         for (size_t j = 0; j < mp->n_keep && !inside; j++)
             inside = strcmp(mp->keep[j], mp->keep[i]) != 0
-                     && policy_path_under(mp->keep[i], mp->keep[j]) && keep_bound(mp, j);
+                     && policy_path_under(mp->keep[i], mp->keep[j]) && keep_bound(mp, j, &other);
         if (!inside)
             jmount(b, first, mp->keep[i], "bind", mp->keep[i],
                    S_ISDIR(st.st_mode) ? "rbind,ro" : "bind,ro");
